@@ -1,0 +1,127 @@
+"""The ``simuguard`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from simuguard_gym import __version__
+from simuguard_gym.recording.format import RecordingError
+from simuguard_gym.recording.reader import Recording, load_recording
+
+EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="simuguard", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"simuguard-gym {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="print a recording's header, substeps, bodies and contacts")
+    p.add_argument("file")
+    p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
+    p.set_defaults(run=_inspect)
+
+    p = sub.add_parser("replay", help="replay a recording in a fresh env; exit 0 if bit-exact, 1 if not")
+    p.add_argument("file")
+    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.set_defaults(run=_replay)
+
+    p = sub.add_parser("demo", help="the main job on a built-in task (arrives with the ArtifactMonitor work)")
+    p.set_defaults(run=_demo)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return int(args.run(args))
+    except (RecordingError, FileNotFoundError, IsADirectoryError, ValueError, ImportError) as error:
+        print(f"simuguard {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    rec = load_recording(args.file, allow_partial=args.allow_partial)
+    print(describe(rec))
+    return EXIT_OK
+
+
+def describe(rec: Recording) -> str:
+    """A human-readable summary of a recording."""
+    h = rec.header
+    env = h.get("env") or {}
+    lines = [
+        f"recording  {rec.path}" + ("" if rec.complete else "  (PARTIAL: no footer)"),
+        f"schema     {h.get('schema')}  simuguard-gym {h.get('package_version')}",
+        f"engine     {h.get('engine')} {h.get('engine_version')}  substep {h.get('substep_dt')} s",
+        f"env        {env.get('id') or env.get('class')}  kwargs {env.get('kwargs', {})}",
+        f"seed       {h.get('seed')}  options {h.get('options')}",
+        f"substeps   {rec.substeps}  ({rec.substeps * rec.substep_dt:.3f} s)",
+    ]
+    if rec.footer:
+        f = rec.footer
+        lines.append(f"outcome    success={f.get('success')} terminated={f.get('terminated')} "
+                     f"truncated={f.get('truncated')} steps={f.get('steps')} ended by {f.get('ended')}")
+    if rec.errors:
+        lines.append(f"errors     {len(rec.errors)} (first: substep {rec.errors[0].get('substep')}: "
+                     f"{rec.errors[0].get('type')}: {rec.errors[0].get('message')})")
+    table = rec.bodies
+    lines.append(f"bodies     {len(table)} ({len(rec.tracked)} tracked)")
+    for i in rec.tracked:
+        lines.append(f"  {table.names[i]:<32} {table.kinds[i]:<10} {table.roles[i]:<10} {table.masses[i]:.4g} kg")
+    cols = rec.columns
+    if rec.substeps:
+        counts = cols["contact_count"]
+        lines.append(f"contacts   {int(counts.sum())} pair-substeps, at most {int(counts.max())} pairs in one substep")
+        depth = cols.get("contact_depth")
+        if depth is not None and depth.size:
+            k = int(np.argmax(depth))
+            a, b = cols["contact_bodies"][k]
+            at = int(np.searchsorted(rec.contact_offsets(), k, side="right") - 1)
+            lines.append(f"           deepest {depth[k] * 1000:.2f} mm between {table.names[a]} and {table.names[b]} "
+                         f"at substep {at}")
+        speed = np.linalg.norm(cols["body_vel"][..., :3], axis=-1) if cols["body_vel"].size else np.zeros(0)
+        if speed.size:
+            k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
+            lines.append(f"speed      peak {speed[k, j]:.3f} m/s: {rec.tracked_names[j]} at substep {k}")
+    return "\n".join(lines)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from simuguard_gym.replay.replay import replay
+
+    env_fn = _load_callable(args.env_fn) if args.env_fn else None
+    result = replay(args.file, env_fn=env_fn)
+    for note in result.notes:
+        print(f"note: {note}")
+    print(result.message)
+    print(f"success: recorded {result.recorded_success}, replayed {result.success}")
+    return EXIT_OK if result.exact else EXIT_DIVERGED
+
+
+def _load_callable(spec: str) -> Callable[..., Any]:
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"expected MODULE:CALLABLE, got {spec!r}")
+    try:
+        target = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"cannot import {spec}: {error}") from None
+    if not callable(target):
+        raise ValueError(f"{spec} is not callable")
+    return target
+
+
+def _demo(args: argparse.Namespace) -> int:
+    print("simuguard demo: the built-in contact-artifact demo arrives with the ArtifactMonitor and "
+          "PlaceCanBasket tasks; nothing to run yet.")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The adapter contract every physics engine implements, and adapter autodetection.
+
+An adapter is the only object that knows a simulator. The recorder, the detector and the
+replay speak to it through :class:`PhysicsAdapter`; they never import an engine.
+
+The contract in one paragraph: an adapter calls its listeners around every physics substep
+(``before_substep("start")``, optionally ``before_substep("mid")`` when the engine splits a
+substep in two calls, then ``after_substep()``), exposes the *between-substep state* (every value
+that the next substep depends on and that code outside the physics may write: actuation,
+applied forces, positions, warm start) as one float64 vector with named components, captures
+bodies and contacts into caller-owned buffers, and can run one substep itself for replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: Body kinds. ``static`` bodies never move; ``kinematic`` bodies are moved by code (mocap,
+#: kinematic actors); ``dynamic`` bodies are integrated by the solver.
+BODY_KINDS = ("static", "kinematic", "dynamic")
+#: Body roles (see :class:`simuguard_gym.TaskSpec`).
+BODY_ROLES = ("robot", "object", "container", "scene")
+
+
+@dataclass(frozen=True)
+class BodyTable:
+    """Every body of a scene, indexed by the engine's body id.
+
+    ``tracked`` are the bodies whose state is recorded each substep: every body that can move
+    and is not part of the robot (objects, containers, free-standing scene bodies).
+    """
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]
+    roles: tuple[str, ...]
+    masses: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if not (len(self.kinds) == len(self.roles) == len(self.masses) == n):
+            raise ValueError("BodyTable columns must have one entry per body")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def tracked(self) -> np.ndarray:
+        """Ids of the bodies recorded every substep (moving, not robot), ascending."""
+        return np.array(
+            [i for i, (k, r) in enumerate(zip(self.kinds, self.roles)) if k != "static" and r != "robot"],
+            dtype=np.int32,
+        )
+
+    def ids_with_role(self, role: str) -> np.ndarray:
+        return np.array([i for i, r in enumerate(self.roles) if r == role], dtype=np.int32)
+
+    def id_of(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(f"no body named {name!r}; bodies: {', '.join(self.names)}") from None
+
+    def with_roles(self, roles: Sequence[str]) -> "BodyTable":
+        return BodyTable(self.names, self.kinds, tuple(roles), self.masses)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "names": list(self.names),
+            "kinds": list(self.kinds),
+            "roles": list(self.roles),
+            "masses": [float(m) for m in self.masses],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BodyTable":
+        return cls(tuple(d["names"]), tuple(d["kinds"]), tuple(d["roles"]), np.asarray(d["masses"], float))
+
+
+@dataclass(frozen=True)
+class StateComponent:
+    """One named slice of the between-substep state vector."""
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass
+class ContactPairs:
+    """Contacts of one or more substeps, merged per body pair (``body_a < body_b``).
+
+    ``force`` is the net contact force that ``body_a`` exerts on ``body_b`` (world frame, N);
+    ``abs_force`` the sum of the point force magnitudes; ``depth`` the deepest penetration (m,
+    positive when the pieces overlap); ``pieces`` the engine's geoms/shapes of the deepest point
+    and ``normal`` its contact normal, pointing from ``pieces[0]`` to ``pieces[1]``.
+    ``counts[k]`` is the number of pairs of the k-th substep.
+    """
+
+    counts: np.ndarray  # (substeps,) uint32
+    bodies: np.ndarray  # (m, 2) int32
+    depth: np.ndarray  # (m,) float32
+    force: np.ndarray  # (m, 3) float32
+    abs_force: np.ndarray  # (m,) float32
+    points: np.ndarray  # (m,) uint16
+    pieces: np.ndarray  # (m, 2) int32
+    normal: np.ndarray  # (m, 3) float32
+
+    COLUMNS = ("bodies", "depth", "force", "abs_force", "points", "pieces", "normal")
+
+
+@runtime_checkable
+class SubstepListener(Protocol):
+    """Something that wants to run around every physics substep."""
+
+    def before_substep(self, phase: str) -> None: ...
+
+    def after_substep(self) -> None: ...
+
+    def hook_failed(self, where: str, error: BaseException) -> None: ...
+
+
+class SubstepHooks:
+    """Calls listeners around substeps; an exception in a listener never reaches the env.
+
+    The failing listener is told through ``hook_failed`` (it records the error); the physics
+    substep always runs exactly once whatever the listeners do.
+    """
+
+    def __init__(self) -> None:
+        self.listeners: list[SubstepListener] = []
+
+    def add(self, listener: SubstepListener) -> None:
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+
+    def remove(self, listener: SubstepListener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def before(self, phase: str) -> None:
+        for listener in self.listeners:
+            try:
+                listener.before_substep(phase)
+            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+                self._report(listener, f"before_substep({phase})", error)
+
+    def after(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener.after_substep()
+            except Exception as error:  # noqa: BLE001
+                self._report(listener, "after_substep", error)
+
+    @staticmethod
+    def _report(listener: SubstepListener, where: str, error: BaseException) -> None:
+        try:
+            listener.hook_failed(where, error)
+        except Exception:  # noqa: BLE001
+            logger.error("simuguard hook failed and could not record it:\n%s", traceback.format_exc())
+
+
+class PhysicsAdapter(Protocol):
+    """What the recorder, detector and replay need from an engine (see module docstring)."""
+
+    engine: str
+    engine_version: str
+    substep_dt: float
+    hooks: SubstepHooks
+
+    def refresh(self) -> None:
+        """Re-bind to the simulator after an env reset (some envs rebuild it) and re-hook."""
+
+    def detach(self) -> None:
+        """Remove every hook; the env behaves as if the adapter never existed."""
+
+    def body_table(self) -> BodyTable: ...
+
+    def model_fingerprint(self) -> str: ...
+
+    def state_layout(self) -> list[StateComponent]: ...
+
+    def read_state(self, out: np.ndarray) -> None: ...
+
+    def write_state(self, state: np.ndarray) -> None: ...
+
+    def body_capture_width(self) -> int: ...
+
+    def capture_bodies(self, ids: np.ndarray, out: np.ndarray) -> None:
+        """Copy what the engine has of bodies ``ids`` now into ``out`` (len(ids), width)."""
+
+    def decode_bodies(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Captures (..., width) to poses (..., 7) and centre-of-mass velocities (..., 6)."""
+
+    def state_fingerprint(self, state: np.ndarray) -> int: ...
+
+    def model_bytes(self) -> bytes: ...
+
+    def set_body_table(self, table: BodyTable) -> None:
+        """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
+
+    def contact_capture_width(self) -> int: ...
+
+    def capture_contacts(self, stage: "ContactStage") -> int:
+        """Append this substep's contacts that involve a tracked body to ``stage``; return the count."""
+
+    def decode_contacts(self, raw: np.ndarray, counts: np.ndarray) -> ContactPairs:
+        """Merge captured rows of several substeps per body pair (vectorised)."""
+
+    def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None: ...
+
+    def success(self) -> bool | None: ...
+
+    def last_substep_split(self) -> bool: ...
+
+
+class ContactStage:
+    """A growable per-chunk buffer of raw contact rows (engine-defined float64 columns)."""
+
+    def __init__(self, width: int, capacity: int = 4096) -> None:
+        self.width = width
+        self.rows = np.empty((capacity, width), dtype=np.float64)
+        self.n = 0
+
+    def reserve(self, extra: int) -> np.ndarray:
+        """Return a writable (extra, width) block at the end and count it as used."""
+        need = self.n + extra
+        if need > len(self.rows):
+            grown = np.empty((max(need, 2 * len(self.rows)), self.width), dtype=np.float64)
+            grown[: self.n] = self.rows[: self.n]
+            self.rows = grown
+        block = self.rows[self.n : need]
+        self.n = need
+        return block
+
+    def used(self) -> np.ndarray:
+        return self.rows[: self.n]
+
+    def clear(self) -> None:
+        self.n = 0
+
+
+_ADAPTER_ATTR = "_simuguard_adapter"
+
+
+def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapter:
+    """Return the adapter of ``env``'s simulator, creating it on first use.
+
+    Gymnasium 1.x wrappers forward no attributes, so detection looks at ``env.unwrapped``:
+    ``sim`` (robosuite), ``model``/``data`` (Gymnasium ``MujocoEnv`` and compatible envs).
+    The adapter is cached on the unwrapped env, so stacked wrappers share one set of hooks.
+
+    >>> import gymnasium as gym
+    >>> from simuguard_gym.engines import adapter_for
+    >>> adapter_for(gym.make("Pusher-v5")).engine
+    'mujoco'
+    """
+    base = getattr(env, "unwrapped", env)
+    if adapter is not None:
+        setattr(base, _ADAPTER_ATTR, adapter)
+        return adapter
+    cached = base.__dict__.get(_ADAPTER_ATTR) if hasattr(base, "__dict__") else None
+    if cached is not None:
+        return cached
+    if _looks_like_robosuite(base) or _looks_like_gym_mujoco(base):
+        from simuguard_gym.engines.mujoco import MujocoAdapter
+
+        found: PhysicsAdapter = MujocoAdapter.from_env(base)
+    else:
+        raise TypeError(
+            f"cannot find a supported simulator in {type(base).__name__}: expected env.unwrapped to have "
+            "'sim' (robosuite) or 'model'/'data' (Gymnasium MujocoEnv); pass adapter=... explicitly"
+        )
+    setattr(base, _ADAPTER_ATTR, found)
+    return found
+
+
+def _looks_like_robosuite(base: Any) -> bool:
+    sim = getattr(base, "sim", None)
+    return sim is not None and hasattr(getattr(sim, "model", None), "_model")
+
+
+def _looks_like_gym_mujoco(base: Any) -> bool:
+    return hasattr(base, "model") and hasattr(base, "data") and hasattr(base, "_step_mujoco_simulation")
+
+
+@dataclass
+class HookError:
+    """An exception caught inside a simuguard hook, as recorded (never raised)."""
+
+    substep: int
+    where: str
+    type: str
+    message: str
+    traceback: str = field(repr=False, default="")
+
+    @classmethod
+    def capture(cls, substep: int, where: str, error: BaseException) -> "HookError":
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return cls(substep, where, type(error).__name__, str(error), tb)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"substep": self.substep, "where": self.where, "type": self.type, "message": self.message,
+                "traceback": self.traceback}

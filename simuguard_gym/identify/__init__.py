@@ -1,0 +1,1 @@
+"""Parameter identification of rigid bodies (RigPI)."""

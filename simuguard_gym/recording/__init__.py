@@ -1,0 +1,13 @@
+"""Recording files: format, streaming writer, reader and the per-substep recorder (numpy only)."""
+
+from simuguard_gym.recording.format import (
+    CorruptRecordingError,
+    NotARecordingError,
+    RecordingError,
+    TruncatedRecordingError,
+    UnsupportedSchemaError,
+)
+from simuguard_gym.recording.reader import Recording, load_recording
+
+__all__ = ["CorruptRecordingError", "NotARecordingError", "Recording", "RecordingError", "TruncatedRecordingError",
+           "UnsupportedSchemaError", "load_recording"]

@@ -1,0 +1,90 @@
+"""Streaming writer: one file per episode, written under a temporary name and renamed at the end."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from simuguard_gym.recording.format import (
+    FORMAT_NAME,
+    PARTIAL_SUFFIX,
+    SCHEMA_VERSION,
+    encode_array,
+)
+
+
+def pack_record(kind: str, payload: dict[str, Any]) -> bytes:
+    body = msgpack.packb(payload, use_bin_type=True)
+    return msgpack.packb([kind, body, zlib.crc32(body)], use_bin_type=True)
+
+
+class RecordingWriter:
+    """Writes a recording record by record; memory stays bounded by one chunk.
+
+    The file is ``<path>.partial`` until :meth:`close` writes the footer, syncs and renames it,
+    so a crash never leaves a half-written file under the final name, and the complete chunks
+    of a ``.partial`` file still read (``load_recording(..., allow_partial=True)``).
+
+    >>> import tempfile, numpy as np
+    >>> from simuguard_gym.recording.writer import RecordingWriter
+    >>> path = tempfile.mkdtemp() + "/episode.msgpack"
+    >>> writer = RecordingWriter(path, {"engine": "mujoco"})
+    >>> writer.write_chunk({"fingerprint": np.arange(3, dtype=np.uint64)}, first=0, n=3)
+    >>> writer.close({"substeps": 3})
+    PosixPath('...episode.msgpack')
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise FileExistsError(f"refusing to overwrite existing recording {self.path}")
+        self.partial_path = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
+        self._file = open(self.partial_path, "wb")
+        self._sha = hashlib.sha256()
+        self._chunks = 0
+        self.substeps = 0
+        self._write("header", {"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header})
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def _write(self, kind: str, payload: dict[str, Any]) -> None:
+        record = pack_record(kind, payload)
+        self._file.write(record)
+        self._sha.update(record)
+
+    def write_chunk(self, columns: dict[str, np.ndarray], *, first: int, n: int) -> None:
+        if first != self.substeps:
+            raise ValueError(f"chunk starts at substep {first}, expected {self.substeps}")
+        self._write("chunk", {"index": self._chunks, "first": first, "n": n,
+                              "columns": {name: encode_array(a) for name, a in columns.items()}})
+        self._chunks += 1
+        self.substeps += n
+        # A crash after this point keeps the chunk: flush it out of Python's buffer.
+        self._file.flush()
+
+    def write_error(self, error: dict[str, Any]) -> None:
+        self._write("error", error)
+        self._file.flush()
+
+    def close(self, footer: dict[str, Any]) -> Path:
+        """Write the footer, make the file durable and give it its final name."""
+        payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
+        self._file.write(pack_record("footer", payload))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self.partial_path, self.path)
+        return self.path
+
+    def abandon(self) -> None:
+        """Stop writing; the ``.partial`` file stays as evidence of what was recorded."""
+        if not self._file.closed:
+            self._file.close()

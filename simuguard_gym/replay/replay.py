@@ -1,0 +1,284 @@
+"""Exact replay: rebuild the env, apply the recorded writes substep by substep, verify every float."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from simuguard_gym.engines.base import BodyTable, PhysicsAdapter, adapter_for
+from simuguard_gym.recording.format import SUBSTEP_COLUMNS
+from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.recorder import SubstepRecorder
+
+logger = logging.getLogger(__name__)
+
+# Order in which columns are reported when several diverge at the same substep: the most
+# specific (a named body) first.
+_REPORT_ORDER = ("body_pose", "body_vel", "contacts", "fingerprint", "snapshot_state", "split", "start_mask",
+                 "mid_mask", "start_values", "mid_values")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first place where a replay differs from its recording."""
+
+    substep: int
+    quantity: str
+    body: str | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f" of body {self.body!r}" if self.body else ""
+        return f"substep {self.substep}: {self.quantity}{where} differs{': ' + self.detail if self.detail else ''}"
+
+
+@dataclass
+class ReplayResult:
+    """What a replay found. ``exact`` means every recorded float and every snapshot matched."""
+
+    exact: bool
+    substeps: int
+    recorded_substeps: int
+    divergence: Divergence | None = None
+    success: bool | None = None
+    recorded_success: bool | None = None
+    initial_state_restored: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        if self.exact:
+            return f"exact: {self.substeps} of {self.recorded_substeps} substeps bit-identical"
+        return f"not exact: first divergence at {self.divergence}"
+
+
+def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], gym.Env] | None = None, *,
+           stop_at_divergence: bool = True, adapter: PhysicsAdapter | None = None) -> ReplayResult:
+    """Replay a recording in a fresh env and compare every recorded float.
+
+    The env comes from ``env_fn()`` or, by default, ``gym.make`` with the recorded env id and
+    kwargs; it is reset with the recorded seed and options. If the reset does not reproduce the
+    recorded initial state but the model matches (an unseeded fixture placement, say), the
+    recorded state is written back and ``initial_state_restored`` says so. The env's success
+    signal is read at the end.
+
+    >>> from simuguard_gym import replay
+    >>> result = replay("episode_000000.msgpack")   # doctest: +SKIP
+    >>> result.exact, result.message                # doctest: +SKIP
+    (True, 'exact: 1500 of 1500 substeps bit-identical')
+    """
+    rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    header = rec.header
+    env = env_fn() if env_fn is not None else _make_env(header)
+    try:
+        return _replay_in(env, rec, stop_at_divergence, adapter)
+    finally:
+        env.close()
+
+
+def _make_env(header: dict[str, Any]) -> gym.Env:
+    env_info = header.get("env") or {}
+    env_id = env_info.get("id")
+    if not env_id:
+        raise ValueError("the recording names no registered env id (the env had no spec); pass env_fn=...")
+    if not env_info.get("kwargs_exact", True):
+        raise ValueError(f"the recorded kwargs of {env_id} could not be stored exactly; pass env_fn=...")
+    if env_id.startswith("simuguard_gym/"):
+        import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
+    return gym.make(env_id, **(env_info.get("kwargs") or {}))
+
+
+def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter | None) -> ReplayResult:
+    header = rec.header
+    result = ReplayResult(exact=False, substeps=0, recorded_substeps=rec.substeps,
+                          recorded_success=(rec.footer or {}).get("success"))
+    if rec.errors:
+        result.notes.append(f"the recording holds {len(rec.errors)} hook error(s)")
+    env.reset(seed=header.get("seed"), options=header.get("options"))
+    adapter = adapter_for(env, adapter)
+    adapter.refresh()
+    if adapter.engine != header.get("engine"):
+        result.divergence = Divergence(0, "engine", detail=f"recorded {header.get('engine')}, replay {adapter.engine}")
+        return result
+    if adapter.engine_version != header.get("engine_version"):
+        result.notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
+                            f"replay {adapter.engine_version}")
+    if adapter.model_fingerprint() != header.get("model_fingerprint"):
+        result.divergence = Divergence(0, "model", detail="the rebuilt scene's model differs from the recorded one "
+                                       "(seed not honoured, or different env kwargs/version)")
+        return result
+    adapter.set_body_table(BodyTable.from_dict(header["bodies"]))
+    state = np.empty(adapter_state_size(adapter))
+    adapter.read_state(state)
+    recorded_initial = rec.initial_state
+    if state.size != recorded_initial.size:
+        result.divergence = Divergence(0, "state layout", detail="state sizes differ")
+        return result
+    if state.tobytes() != recorded_initial.tobytes():
+        adapter.write_state(recorded_initial.copy())
+        result.initial_state_restored = True
+        result.notes.append("the reset did not reproduce the recorded initial state; it was written back")
+
+    checker = _ChunkChecker(rec)
+    recorder = SubstepRecorder(adapter, checker, snapshot_every=int(header["snapshot_every"]),
+                               chunk_substeps=int(header["chunk_substeps"]))
+    adapter.hooks.add(recorder)
+    try:
+        recorder.start_episode()
+        _drive(adapter, rec, recorder, checker, stop, state)
+        recorder.finish()
+    finally:
+        adapter.hooks.remove(recorder)
+    if recorder.errors:
+        first = recorder.errors[0]
+        raise RuntimeError(f"replay hook failed at substep {first.substep}: {first.type}: {first.message}")
+    result.substeps = recorder.substep
+    result.divergence = checker.first
+    result.exact = checker.first is None and result.substeps == rec.substeps
+    try:
+        result.success = adapter.success()
+    except Exception as error:  # noqa: BLE001 - a success check that fails is reported, not fatal
+        result.notes.append(f"success check failed: {error}")
+    return result
+
+
+def adapter_state_size(adapter: PhysicsAdapter) -> int:
+    return sum(c.size for c in adapter.state_layout())
+
+
+def _drive(adapter: PhysicsAdapter, rec: Recording, recorder: SubstepRecorder, checker: "_ChunkChecker",
+           stop: bool, state: np.ndarray) -> None:
+    cols = rec.columns
+    layout = rec.state_layout
+    slices = [np.arange(c.offset, c.offset + c.size) for c in layout]
+    plans = {}
+    for phase in ("start", "mid"):
+        mask = cols[f"{phase}_mask"]
+        plans[phase] = (mask, rec.write_offsets(phase), cols[f"{phase}_values"])
+
+    def apply(phase: str, k: int) -> None:
+        mask, offsets, values = plans[phase]
+        bits = int(mask[k])
+        if not bits:
+            return
+        index = np.concatenate([slices[i] for i in range(len(layout)) if bits >> i & 1])
+        adapter.read_state(state)
+        state[index] = values[offsets[k]:offsets[k + 1]]
+        adapter.write_state(state)
+
+    split = cols["split"]
+    for k in range(rec.substeps):
+        apply("start", k)
+        adapter.run_substep(bool(split[k]), lambda k=k: apply("mid", k))
+        if stop and checker.first is not None:
+            return
+
+
+class _ChunkChecker:
+    """Receives the replay's chunks and compares them with the recording's columns."""
+
+    def __init__(self, rec: Recording) -> None:
+        self.rec = rec
+        self.first: Divergence | None = None
+        self._contact_offsets = rec.contact_offsets()
+        self._write_offsets = {p: rec.write_offsets(p) for p in ("start", "mid")}
+        snap_at = rec.columns.get("snapshot_substep", np.zeros(0, np.int64))
+        self._snap_index = {int(s): i for i, s in enumerate(snap_at)}
+
+    def __call__(self, columns: dict[str, np.ndarray], first: int, n: int) -> None:
+        if self.first is not None:
+            return
+        found: list[Divergence] = []
+        rec = self.rec.columns
+        end = first + n
+        if end > self.rec.substeps:
+            found.append(Divergence(self.rec.substeps, "length", detail="replay runs past the recording"))
+            end = self.rec.substeps
+            n = end - first
+        for name in SUBSTEP_COLUMNS:
+            if name == "contact_count":
+                continue
+            k, body = _first_row_diff(columns[name][:n], rec[name][first:end])
+            if k is not None:
+                name_of = self.rec.tracked_names[body] if body is not None and name.startswith("body_") else None
+                found.append(Divergence(first + k, name, name_of))
+        for phase in ("start", "mid"):
+            off = self._write_offsets[phase]
+            k = _first_segment_diff(columns[f"{phase}_values"], rec[f"{phase}_values"][off[first]:off[end]],
+                                    off[first:end + 1] - off[first])
+            if k is not None:
+                found.append(Divergence(first + k, f"{phase}_values"))
+        found.extend(self._contacts(columns, first, n))
+        for i, s in enumerate(columns["snapshot_substep"]):
+            j = self._snap_index.get(int(s))
+            if j is None or columns["snapshot_state"][i].tobytes() != rec["snapshot_state"][j].tobytes():
+                found.append(Divergence(int(s), "snapshot_state", detail="full integration state"))
+                break
+        if found:
+            self.first = min(found, key=lambda d: (d.substep, _REPORT_ORDER.index(d.quantity)
+                                                   if d.quantity in _REPORT_ORDER else 99))
+
+    def _contacts(self, columns: dict[str, np.ndarray], first: int, n: int) -> list[Divergence]:
+        rec = self.rec.columns
+        counts = columns["contact_count"][:n]
+        k, _ = _first_row_diff(counts, rec["contact_count"][first:first + n])
+        limit = n if k is None else k  # compare pairs only where the counts agree
+        lo, hi = self._contact_offsets[first], self._contact_offsets[first + limit]
+        local = np.concatenate([[0], np.cumsum(counts[:limit], dtype=np.int64)])
+        worst = None if k is None else k
+        for name in ("contact_bodies", "contact_depth", "contact_force", "contact_abs_force", "contact_points",
+                     "contact_pieces", "contact_normal"):
+            j = _first_segment_diff(columns[name][:local[-1]], rec[name][lo:hi], local)
+            if j is not None and (worst is None or j < worst):
+                worst = j
+        return [] if worst is None else [Divergence(first + worst, "contacts")]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """View an array's elements as unsigned integers so that comparison is bitwise (NaN == NaN)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+    return a
+
+
+def _first_row_diff(replayed: np.ndarray, recorded: np.ndarray) -> tuple[int | None, int | None]:
+    """First differing row, and for (rows, bodies, ...) arrays the first differing body in it."""
+    if replayed.shape != recorded.shape:
+        return 0, None
+    if replayed.size == 0:
+        return None, None
+    diff = _bits(replayed) != _bits(recorded)
+    if diff.ndim > 1:
+        row_diff = diff.reshape(diff.shape[0], -1).any(axis=1)
+    else:
+        row_diff = diff
+    rows = np.flatnonzero(row_diff)
+    if rows.size == 0:
+        return None, None
+    k = int(rows[0])
+    if diff.ndim > 2:
+        body = int(np.flatnonzero(diff[k].reshape(diff.shape[1], -1).any(axis=1))[0])
+        return k, body
+    return k, None
+
+
+def _first_segment_diff(replayed: np.ndarray, recorded: np.ndarray, offsets: np.ndarray) -> int | None:
+    """Index of the first segment (substep) whose elements differ; ``offsets`` bound the segments."""
+    if replayed.shape != recorded.shape:
+        # Lengths differ: the first segment whose end disagrees is where the streams part.
+        return 0
+    if replayed.size == 0:
+        return None
+    diff = _bits(replayed) != _bits(recorded)
+    if diff.ndim > 1:
+        diff = diff.reshape(diff.shape[0], -1).any(axis=1)
+    where = np.flatnonzero(diff)
+    if where.size == 0:
+        return None
+    return int(np.searchsorted(offsets, where[0], side="right") - 1)

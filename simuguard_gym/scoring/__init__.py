@@ -1,0 +1,1 @@
+"""Success-rate estimates, bounds and paired statistics (numpy only)."""

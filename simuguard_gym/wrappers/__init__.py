@@ -1,0 +1,5 @@
+"""The Gymnasium wrappers: thin, they wire an engine adapter to the numpy-only core."""
+
+from simuguard_gym.wrappers.record_physics import RecordPhysics
+
+__all__ = ["RecordPhysics"]

@@ -1,0 +1,31 @@
+"""The ``info["simuguard"]`` key that every wrapper writes into, and only that key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+INFO_KEY = "simuguard"
+
+
+def with_simuguard(info: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A copy of ``info`` whose ``simuguard`` entry also holds ``fields``.
+
+    The env's own dict is never mutated (it may be reused by the env), and the other keys are
+    passed through untouched.
+    """
+    out = dict(info)
+    merged = dict(out.get(INFO_KEY) or {})
+    merged.update(fields)
+    out[INFO_KEY] = merged
+    return out
+
+
+def success_from_info(info: dict[str, Any]) -> bool | None:
+    """The env's own success signal, under the names benchmarks use."""
+    for key in ("success", "is_success"):
+        if key in info:
+            try:
+                return bool(info[key])
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -1,0 +1,221 @@
+"""RecordPhysics: record every physics substep of every episode to a msgpack file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from simuguard_gym import __version__
+from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.recording.format import FILE_SUFFIX
+from simuguard_gym.recording.recorder import SubstepRecorder, header_for
+from simuguard_gym.recording.writer import RecordingWriter
+from simuguard_gym.task_spec import TaskSpec
+from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
+
+logger = logging.getLogger(__name__)
+
+
+class RecordPhysics(gym.Wrapper):
+    """Record every physics substep to ``directory/<name_prefix>_<episode>.msgpack``.
+
+    Each file holds one episode: a header (engine, env id and kwargs, seed, body table, model
+    fingerprint, initial state), the actuation and between-step writes before each substep, the
+    tracked bodies, contacts and a state fingerprint after it, full state snapshots every
+    ``snapshot_every`` substeps, and a footer (substeps, success, terminated/truncated). The env's
+    observations, rewards and infos are untouched; ``info["simuguard"]`` gains ``substeps``,
+    ``errors`` (exceptions caught inside the recorder, never raised) and, at the end of an
+    episode, ``recording`` (the file's path).
+
+    Example:
+        >>> import gymnasium as gym, tempfile
+        >>> from simuguard_gym import RecordPhysics, load_recording
+        >>> env = RecordPhysics(gym.make("Pusher-v5"), tempfile.mkdtemp())
+        >>> obs, info = env.reset(seed=0)
+        >>> for _ in range(3):
+        ...     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        >>> info["simuguard"]["substeps"]
+        15
+        >>> env.close()
+        >>> rec = load_recording(env.paths[-1])
+        >>> rec.substeps, rec.header["seed"]
+        (15, 0)
+    """
+
+    def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *, task_spec: TaskSpec | None = None,
+                 snapshot_every: int = 250, chunk_substeps: int = 1024, name_prefix: str = "episode",
+                 store_model: bool = False, adapter: PhysicsAdapter | None = None) -> None:
+        super().__init__(env)
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
+            raise ValueError(f"name_prefix must be letters, digits, '_', '.' or '-', got {name_prefix!r}")
+        self.directory = _writable_directory(directory)
+        self.task_spec = task_spec
+        self.name_prefix = name_prefix
+        self.store_model = store_model
+        self.adapter = adapter_for(env, adapter)
+        self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
+                                        chunk_substeps=chunk_substeps, on_error=self._on_hook_error)
+        self.adapter.hooks.add(self.recorder)
+        self._episode = _next_episode_index(self.directory, name_prefix)
+        self._writer: RecordingWriter | None = None
+        self._errors: list[dict[str, Any]] = []
+        self._steps = 0
+        #: Paths of the recordings finished so far, oldest first.
+        self.paths: list[Path] = []
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        self._finish(ended="reset", success=None, terminated=False, truncated=False)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._errors, self._steps = [], 0
+        try:
+            self._begin(seed, options)
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._on_hook_error(HookError.capture(0, "reset", error))
+            self._abandon()
+        return obs, with_simuguard(info, substeps=0, errors=list(self._errors))
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        fields: dict[str, Any] = {"substeps": self.recorder.substep, "errors": list(self._errors)}
+        if terminated or truncated:
+            path = self._finish(ended="terminated" if terminated else "truncated",
+                                success=self._success(info), terminated=bool(terminated), truncated=bool(truncated))
+            if path is not None:
+                fields["recording"] = str(path)
+        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def close(self) -> None:
+        self._finish(ended="close", success=None, terminated=False, truncated=False)
+        self.adapter.hooks.remove(self.recorder)
+        if not self.adapter.hooks.listeners:
+            self.adapter.detach()
+        super().close()
+
+    # ------------------------------------------------------------------ episode files
+    def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        self.adapter.refresh()
+        table = self.adapter.body_table()
+        if self.task_spec is not None:
+            table = self.task_spec.apply(table)
+            self.adapter.set_body_table(table)
+        self.recorder.start_episode()
+        path = self.directory / f"{self.name_prefix}_{self._episode:06d}{FILE_SUFFIX}"
+        self._episode += 1
+        header = header_for(
+            self.adapter, self.recorder,
+            env=_describe_env(self.env),
+            seed=seed,
+            options=_plain(options),
+            episode=self._episode - 1,
+            task_spec=self.task_spec.to_dict() if self.task_spec else None,
+            package_version=__version__,
+            model_mjb=self.adapter.model_bytes() if self.store_model else None,
+        )
+        self._writer = RecordingWriter(path, header)
+
+    def _write_chunk(self, columns: dict[str, np.ndarray], first: int, n: int) -> None:
+        if self._writer is not None:
+            self._writer.write_chunk(columns, first=first, n=n)
+
+    def _on_hook_error(self, error: HookError) -> None:
+        record = error.to_dict()
+        self._errors.append(record)
+        logger.warning("simuguard recorder error at substep %d (%s): %s", error.substep, error.where, error.message)
+        if self._writer is not None and not self._writer.closed:
+            try:
+                self._writer.write_error(record)
+            except OSError:
+                logger.exception("could not write the error record")
+
+    def _success(self, info: dict[str, Any]) -> bool | None:
+        found = success_from_info(info)
+        if found is not None:
+            return found
+        try:
+            return self.adapter.success()
+        except Exception as error:  # noqa: BLE001
+            self._on_hook_error(HookError.capture(self.recorder.substep, "success", error))
+            return None
+
+    def _finish(self, *, ended: str, success: bool | None, terminated: bool, truncated: bool) -> Path | None:
+        writer = self._writer
+        if writer is None:
+            return None
+        try:
+            self.recorder.finish()
+            path = writer.close({"steps": self._steps, "success": success, "terminated": terminated,
+                                 "truncated": truncated, "ended": ended, "errors": len(self._errors)})
+        except Exception as error:  # noqa: BLE001
+            self._on_hook_error(HookError.capture(self.recorder.substep, "finish", error))
+            self._abandon()
+            return None
+        self._writer = None
+        self.paths.append(path)
+        return path
+
+    def _abandon(self) -> None:
+        self.recorder.active = False
+        if self._writer is not None:
+            self._writer.abandon()
+            self._writer = None
+
+
+def _writable_directory(directory: str | os.PathLike[str]) -> Path:
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".simuguard-write-test-"):
+            pass
+    except OSError as error:
+        raise PermissionError(f"cannot record into {path}: {error.strerror or error}") from None
+    return path
+
+
+def _next_episode_index(directory: Path, prefix: str) -> int:
+    pattern = re.compile(rf"{re.escape(prefix)}_(\d+){re.escape(FILE_SUFFIX)}(\.partial)?$")
+    taken = [int(m.group(1)) for p in directory.iterdir() if (m := pattern.match(p.name))]
+    return max(taken) + 1 if taken else 0
+
+
+def _describe_env(env: gym.Env) -> dict[str, Any]:
+    spec = getattr(env, "spec", None)
+    if spec is None:
+        return {"id": None, "class": type(env.unwrapped).__name__}
+    kwargs, exact = _plain_with_flag(spec.kwargs)
+    return {"id": spec.id, "kwargs": kwargs, "kwargs_exact": exact, "max_episode_steps": spec.max_episode_steps,
+            "class": type(env.unwrapped).__name__}
+
+
+def _plain(value: Any) -> Any:
+    return _plain_with_flag(value)[0]
+
+
+def _plain_with_flag(value: Any) -> tuple[Any, bool]:
+    """Convert to msgpack-able plain data; the flag is False when something had to be stringified."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value, True
+    if isinstance(value, np.generic):
+        return value.item(), True
+    if isinstance(value, np.ndarray):
+        return value.tolist(), True
+    if isinstance(value, dict):
+        out, exact = {}, True
+        for k, v in value.items():
+            pv, e = _plain_with_flag(v)
+            out[str(k)] = pv
+            exact &= e and isinstance(k, str)
+        return out, exact
+    if isinstance(value, (list, tuple)):
+        items = [_plain_with_flag(v) for v in value]
+        return [v for v, _ in items], all(e for _, e in items)
+    return repr(value), False
