@@ -1,0 +1,101 @@
+"""Shared scenes and helpers. Every test runs a real MuJoCo scene."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+
+import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
+
+# A table, five free objects resting on it and on each other, and an actuated two-axis pusher
+# that shoves them around: at least 3 free objects in contact with each other and the table.
+CONTACT_SCENE_XML = """
+<mujoco model="contact-scene">
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <body name="table" pos="0 0 0.4">
+      <geom name="table_top" type="box" size="0.5 0.5 0.02"/>
+    </body>
+    <body name="box_a" pos="0 0 0.45"><freejoint/><geom type="box" size="0.03 0.03 0.03" mass="0.1"/></body>
+    <body name="box_b" pos="0.061 0 0.45"><freejoint/><geom type="box" size="0.03 0.03 0.03" mass="0.1"/></body>
+    <body name="box_c" pos="0.0 0 0.511"><freejoint/><geom type="box" size="0.03 0.03 0.03" mass="0.1"/></body>
+    <body name="ball" pos="-0.07 0.0 0.45"><freejoint/><geom type="sphere" size="0.03" mass="0.05"/></body>
+    <body name="can" pos="0.03 0.07 0.47"><freejoint/><geom type="cylinder" size="0.025 0.05" mass="0.01"/></body>
+    <body name="pusher_base" pos="-0.25 0 0.46">
+      <joint name="px" type="slide" axis="1 0 0" range="-0.2 0.5"/>
+      <joint name="py" type="slide" axis="0 1 0" range="-0.3 0.3"/>
+      <geom name="pusher" type="capsule" size="0.02" fromto="0 0 -0.02 0 0 0.05" mass="0.5"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position joint="px" kp="200" ctrlrange="-0.2 0.5" ctrllimited="true"/>
+    <position joint="py" kp="200" ctrlrange="-0.3 0.3" ctrllimited="true"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def make_contact_scene(**kwargs: Any) -> gym.Env:
+    return gym.make("simuguard_gym/MujocoScene-v0", xml=CONTACT_SCENE_XML, frame_skip=5, **kwargs)
+
+
+def run_random(env: gym.Env, steps: int, seed: int = 0) -> list[tuple[Any, ...]]:
+    """Seeded random actions; returns (obs, reward, terminated, truncated, info) per step."""
+    env.action_space.seed(seed)
+    out = [env.reset(seed=seed)]
+    for _ in range(steps):
+        result = env.step(env.action_space.sample())
+        out.append(result)
+        if result[2] or result[3]:
+            out.append(env.reset())
+    return out
+
+
+def robosuite_available() -> bool:
+    try:
+        import robosuite  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means: not usable here
+        return False
+    return True
+
+
+requires_robosuite = pytest.mark.skipif(not robosuite_available(), reason="robosuite extra not installed")
+
+
+class SubstepProbe:
+    """Reads qpos/qvel at every substep through MuJoCo's control callback, which the engine calls
+    inside each mj_step/mj_step1/mj_forward: an observer independent of simuguard's hooks.
+    Model compilation fails while it is set: build (and hard-reset) envs outside it."""
+
+    def __init__(self) -> None:
+        self.states: list[np.ndarray] = []
+
+    def __enter__(self) -> "SubstepProbe":
+        def callback(model: mujoco.MjModel, data: mujoco.MjData) -> None:
+            self.states.append(np.concatenate([data.qpos, data.qvel]))
+
+        mujoco.set_mjcb_control(callback)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        mujoco.set_mjcb_control(None)
+
+
+@pytest.fixture
+def record_dir(tmp_path: Path) -> Path:
+    return tmp_path / "recordings"
+
+
+EnvFactory = Callable[[], gym.Env]
+
+
+def assert_same_states(a: list, b: list) -> None:
+    assert len(a) == len(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert x.tobytes() == y.tobytes(), f"qpos/qvel differ at probe call {i}"

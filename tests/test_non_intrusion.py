@@ -1,0 +1,98 @@
+"""RecordPhysics changes nothing the env measures, and its own failures never reach the caller."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
+from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym.wrappers.info_key import INFO_KEY
+
+FACTORIES = {
+    "contact-scene": lambda: make_contact_scene(max_episode_steps=80),
+    "Pusher-v5": lambda: gym.make("Pusher-v5", max_episode_steps=80),
+    "Ant-v5": lambda: gym.make("Ant-v5", max_episode_steps=80),
+}
+
+
+def assert_same_episode(off, on):
+    assert len(off) == len(on)
+    for a, b in zip(off, on):
+        assert len(a) == len(b)
+        np.testing.assert_array_equal(a[0], b[0])  # observation, bit for bit
+        if len(a) == 5:
+            assert a[1] == b[1] and a[2] == b[2] and a[3] == b[3]
+        info_off, info_on = a[-1], b[-1]
+        assert INFO_KEY not in info_off
+        assert {k: v for k, v in info_on.items() if k != INFO_KEY}.keys() == info_off.keys()
+        for key, value in info_off.items():
+            np.testing.assert_array_equal(np.asarray(value), np.asarray(info_on[key]))
+
+
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_recording_on_and_off_identical(name, record_dir):
+    make = FACTORIES[name]
+    plain, env = make(), RecordPhysics(make(), record_dir)
+    with SubstepProbe() as probe_off:
+        off = run_random(plain, 150, seed=7)
+    with SubstepProbe() as probe_on:
+        on = run_random(env, 150, seed=7)
+    env.close()
+    assert_same_episode(off, on)
+    # qpos/qvel at every substep, observed by MuJoCo's own callback.
+    assert len(probe_off.states) == len(probe_on.states) > 150 * 5
+    assert_same_states(probe_off.states, probe_on.states)
+    assert len(env.paths) >= 2  # episodes were cut by the time limit and recorded
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_exception_in_hook_is_recorded_not_raised(record_dir, monkeypatch):
+    make = FACTORIES["contact-scene"]
+    off = run_random(make(), 40, seed=3)
+
+    env = RecordPhysics(make(), record_dir)
+    original = env.adapter.capture_contacts
+    calls = {"n": 0}
+
+    def failing(stage):
+        calls["n"] += 1
+        if calls["n"] == 57:
+            raise Boom("injected failure")
+        return original(stage)
+
+    monkeypatch.setattr(env.adapter, "capture_contacts", failing)
+    on = run_random(env, 40, seed=3)
+    env.close()
+    assert_same_episode(off, on)
+    errors = on[-1][-1][INFO_KEY]["errors"]
+    assert len(errors) == 1
+    assert errors[0]["type"] == "Boom" and errors[0]["substep"] == 56
+    rec = load_recording(env.paths[0])
+    assert [e["message"] for e in rec.errors] == ["injected failure"]
+    assert rec.footer["errors"] == 1
+
+
+def test_monitor_detaches_cleanly(record_dir):
+    inner = make_contact_scene()
+    env = RecordPhysics(inner, record_dir)
+    assert "_step_mujoco_simulation" in inner.unwrapped.__dict__
+    env.close()
+    assert "_step_mujoco_simulation" not in inner.unwrapped.__dict__
+
+
+def test_recording_ends_with_outcome(record_dir):
+    env = RecordPhysics(make_contact_scene(max_episode_steps=10), record_dir)
+    env.reset(seed=1)
+    for _ in range(10):
+        *_, terminated, truncated, info = env.step(env.action_space.sample())
+    assert truncated and INFO_KEY in info and info[INFO_KEY]["recording"].endswith(".msgpack")
+    rec = load_recording(info[INFO_KEY]["recording"])
+    assert rec.footer["truncated"] is True and rec.footer["steps"] == 10 and rec.substeps == 50
+    assert rec.header["env"]["id"] == "simuguard_gym/MujocoScene-v0"
+    assert replay(rec).exact
+    env.close()
