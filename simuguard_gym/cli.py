@@ -59,7 +59,7 @@ def describe(rec: Recording) -> str:
         f"recording  {rec.path}" + ("" if rec.complete else "  (PARTIAL: no footer)"),
         f"schema     {h.get('schema')}  simuguard-gym {h.get('package_version')}",
         f"engine     {h.get('engine')} {h.get('engine_version')}  substep {h.get('substep_dt')} s",
-        f"env        {env.get('id') or env.get('class')}  kwargs {env.get('kwargs', {})}",
+        f"env        {env.get('id') or env.get('class')}  kwargs {_shorten(repr(env.get('kwargs', {})))}",
         f"seed       {h.get('seed')}  options {h.get('options')}",
         f"substeps   {rec.substeps}  ({rec.substeps * rec.substep_dt:.3f} s)",
     ]
@@ -90,6 +90,10 @@ def describe(rec: Recording) -> str:
             k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
             lines.append(f"speed      peak {speed[k, j]:.3f} m/s: {rec.tracked_names[j]} at substep {k}")
     return "\n".join(lines)
+
+
+def _shorten(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -3,12 +3,15 @@
 An adapter is the only object that knows a simulator. The recorder, the detector and the
 replay speak to it through :class:`PhysicsAdapter`; they never import an engine.
 
-The contract in one paragraph: an adapter calls its listeners around every physics substep
-(``before_substep("start")``, optionally ``before_substep("mid")`` when the engine splits a
-substep in two calls, then ``after_substep()``), exposes the *between-substep state* (every value
+The contract in one paragraph: an adapter calls its listeners around every physics substep:
+``before_substep(phase)`` then ``after_substep()``. The phase is ``"start"`` before a whole
+substep, ``"continue"`` when the adapter guarantees that nothing wrote the state since the
+previous substep ended, and ``"split"`` between the two halves of a substep that the env runs as
+two calls (robosuite's step1/step2, with the controller writing ``ctrl`` in between). It exposes the *between-substep state* (every value
 that the next substep depends on and that code outside the physics may write: actuation,
-applied forces, positions, warm start) as one float64 vector with named components, captures
-bodies and contacts into caller-owned buffers, and can run one substep itself for replay.
+applied forces, positions, warm start) as one float64 vector with named components, decodes body
+states from those vectors, stages contacts cheaply and merges them later, and can run one
+substep itself for replay. Everything per substep is a copy; decoding runs per batch.
 """
 
 from __future__ import annotations
@@ -190,13 +193,9 @@ class PhysicsAdapter(Protocol):
 
     def write_state(self, state: np.ndarray) -> None: ...
 
-    def body_capture_width(self) -> int: ...
-
-    def capture_bodies(self, ids: np.ndarray, out: np.ndarray) -> None:
-        """Copy what the engine has of bodies ``ids`` now into ``out`` (len(ids), width)."""
-
-    def decode_bodies(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Captures (..., width) to poses (..., 7) and centre-of-mass velocities (..., 6)."""
+    def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Poses (n, len(ids), 7) and centre-of-mass velocities (n, len(ids), 6) of bodies ``ids``
+        from the states read after n substeps (vectorised; runs once per chunk, not per substep)."""
 
     def state_fingerprint(self, state: np.ndarray) -> int: ...
 
@@ -205,13 +204,15 @@ class PhysicsAdapter(Protocol):
     def set_body_table(self, table: BodyTable) -> None:
         """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
 
-    def contact_capture_width(self) -> int: ...
+    def new_contact_stage(self) -> Any:
+        """An engine-defined buffer for raw contacts of consecutive substeps (``nbytes``, ``clear``)."""
 
-    def capture_contacts(self, stage: "ContactStage") -> int:
-        """Append this substep's contacts that involve a tracked body to ``stage``; return the count."""
+    def capture_contacts(self, stage: Any) -> None:
+        """Stage this substep's contacts; cheap, called after every substep."""
 
-    def decode_contacts(self, raw: np.ndarray, counts: np.ndarray) -> ContactPairs:
-        """Merge captured rows of several substeps per body pair (vectorised)."""
+    def decode_contacts(self, stage: Any) -> ContactPairs:
+        """Contacts of the staged substeps that involve a tracked body, merged per body pair; clears
+        the stage."""
 
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None: ...
 
@@ -219,31 +220,8 @@ class PhysicsAdapter(Protocol):
 
     def last_substep_split(self) -> bool: ...
 
-
-class ContactStage:
-    """A growable per-chunk buffer of raw contact rows (engine-defined float64 columns)."""
-
-    def __init__(self, width: int, capacity: int = 4096) -> None:
-        self.width = width
-        self.rows = np.empty((capacity, width), dtype=np.float64)
-        self.n = 0
-
-    def reserve(self, extra: int) -> np.ndarray:
-        """Return a writable (extra, width) block at the end and count it as used."""
-        need = self.n + extra
-        if need > len(self.rows):
-            grown = np.empty((max(need, 2 * len(self.rows)), self.width), dtype=np.float64)
-            grown[: self.n] = self.rows[: self.n]
-            self.rows = grown
-        block = self.rows[self.n : need]
-        self.n = need
-        return block
-
-    def used(self) -> np.ndarray:
-        return self.rows[: self.n]
-
-    def clear(self) -> None:
-        self.n = 0
+    def split_late_components(self) -> frozenset[str]:
+        """State components replayed between the halves of a split substep (the rest: before)."""
 
 
 _ADAPTER_ATTR = "_simuguard_adapter"

@@ -10,15 +10,16 @@ Where a substep is:
   patched; robosuite's hard reset builds a new ``sim``, so :meth:`MujocoAdapter.refresh` re-patches.
 * raw: the user calls :meth:`MujocoAdapter.step`.
 
-What a capture reads, and when: after ``mj_step`` MuJoCo's derived quantities (``xpos``,
-``cvel``, contacts, ``efc_force``) describe the state the substep *started* from and the forces
-it applied, while ``qpos``/``qvel`` hold the integrated result. Bodies and contacts are captured
-from the derived quantities, so a substep's body states and contacts are mutually consistent; the
-integrated result is covered by the per-substep fingerprint of the full integration state.
+What is recorded for substep k: body states are those *after* the substep (decoded from the
+integration state, which is read anyway for the fingerprint), contacts and contact forces are
+those the substep *applied* (``data.contact`` and ``efc_force`` after ``mj_step`` belong to the
+collision detection at the substep's start). So a velocity jump at record k comes from the
+contact forces of record k.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import zlib
 from typing import Any, Callable
@@ -26,13 +27,7 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import (
-    BodyTable,
-    ContactPairs,
-    ContactStage,
-    StateComponent,
-    SubstepHooks,
-)
+from simuguard_gym.engines.base import BodyTable, ContactPairs, StateComponent, SubstepHooks
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -41,12 +36,6 @@ _STATE_NAMES = {
     for name in dir(mujoco.mjtState)
     if name.startswith("mjSTATE_")
 }
-
-# Raw contact row layout written by capture_contacts (float64 columns).
-_C_BODY_A, _C_BODY_B, _C_GEOM_1, _C_GEOM_2, _C_DIST = 0, 1, 2, 3, 4
-_C_FRAME = slice(5, 14)  # normal, tangent1, tangent2 (rows of the contact frame)
-_C_LOCAL = slice(14, 17)  # normal force, tangential forces in the contact frame
-_CONTACT_WIDTH = 17
 
 # Model arrays that do not influence physics (drawing only); left out of the model fingerprint
 # because e.g. robosuite regenerates textures per reset.
@@ -69,6 +58,10 @@ class MujocoAdapter:
 
     engine = "mujoco"
     engine_version = mujoco.__version__
+    #: State components that only the second half of a split substep (mj_step2) reads and that the
+    #: first half (mj_step1) neither reads nor writes: a write to them may be replayed between the
+    #: halves whenever it happened. Every other component is replayed before mj_step1.
+    SPLIT_LATE_COMPONENTS = frozenset({"ctrl", "qfrc_applied", "xfrc_applied", "warmstart"})
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, *, owner: Any = None,
                  flavour: str = "raw") -> None:
@@ -109,9 +102,7 @@ class MujocoAdapter:
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
         # Views on MjData memory stay valid for the lifetime of `data`.
-        self._xpos, self._xquat, self._cvel = data.xpos, data.xquat, data.cvel
-        self._xipos, self._subtree_com = data.xipos, data.subtree_com
-        self._root = model.body_rootid.astype(np.int64)
+        self._contact_bytes: memoryview | None = None  # located on the first contact
         self._pyramidal = int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
         max_dim = int(model.geom_condim.max()) if model.ngeom else 3
         self._efc_rows = np.arange(max(2 * (max_dim - 1), 1) if self._pyramidal else max_dim)
@@ -153,11 +144,15 @@ class MujocoAdapter:
         # Same effect as MujocoEnv._step_mujoco_simulation, one mj_step per frame.
         model, data, hooks = self.model, self.data, self.hooks
         data.ctrl[:] = ctrl
+        self._split = False
+        phase = "start"
         for _ in range(n_frames):
-            hooks.before("start")
+            hooks.before(phase)
             mujoco.mj_step(model, data)
-            self._split = False
             hooks.after()
+            # Between two frames of this loop no code outside simuguard runs, so nothing can have
+            # written the state: listeners may skip reading it.
+            phase = "continue"
         mujoco.mj_rnePostConstraint(model, data)
 
     def _patch_robosuite(self, sim: Any) -> None:
@@ -170,11 +165,12 @@ class MujocoAdapter:
             hooks.after()
 
         def step1() -> None:
-            hooks.before("start")
             mujoco.mj_step1(model, data)
 
         def step2() -> None:
-            hooks.before("mid")
+            # One look at the state per substep: writes made before step1 and between the halves
+            # are told apart by which half reads them (SPLIT_LATE_COMPONENTS).
+            hooks.before("split")
             mujoco.mj_step2(model, data)
             self._split = True
             hooks.after()
@@ -190,20 +186,23 @@ class MujocoAdapter:
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         """Run one substep as the env did (whole, or split with writes between the halves)."""
         model, data, hooks = self.model, self.data, self.hooks
-        hooks.before("start")
         if split:
             mujoco.mj_step1(model, data)
             if apply_mid is not None:
                 apply_mid()
-            hooks.before("mid")
+            hooks.before("split")
             mujoco.mj_step2(model, data)
         else:
+            hooks.before("start")
             mujoco.mj_step(model, data)
         self._split = split
         hooks.after()
 
     def last_substep_split(self) -> bool:
         return self._split
+
+    def split_late_components(self) -> frozenset[str]:
+        return self.SPLIT_LATE_COMPONENTS
 
     # ------------------------------------------------------------------ scene description
     def body_table(self) -> BodyTable:
@@ -314,9 +313,10 @@ class MujocoAdapter:
         mujoco.mj_setState(self.model, self.data, state, _INTEGRATION)
 
     @staticmethod
-    def state_fingerprint(state: np.ndarray) -> int:
-        """64-bit fingerprint of a state vector's exact bytes (CRC-32 and Adler-32)."""
-        return (zlib.crc32(state) << 32) | zlib.adler32(state)
+    def state_fingerprint(state: np.ndarray | bytes) -> int:
+        """CRC-32 of a state vector's exact bytes. A diverged replay stays diverged, so a miss
+        (2^-32 per substep) is corrected at the next substep; full snapshots back it up."""
+        return zlib.crc32(state)
 
     def success(self) -> bool | None:
         check = getattr(self._owner, "_check_success", None)
@@ -325,117 +325,204 @@ class MujocoAdapter:
         return bool(check())
 
     # ------------------------------------------------------------------ bodies
-    BODY_CAPTURE_WIDTH = 19  # xpos 3, xquat 4, cvel 6, xipos 3, subtree com of root 3
+    def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Poses (n, len(ids), 7: position, quaternion wxyz of the body frame) and centre-of-mass
+        velocities (n, len(ids), 6: linear, angular, world frame) from integration states (n, S).
 
-    def body_capture_width(self) -> int:
-        return self.BODY_CAPTURE_WIDTH
+        Free bodies are decoded from qpos/qvel with numpy; other bodies (on hinges or slides) run
+        MuJoCo's kinematics on a scratch MjData, never on the env's own data.
+        """
+        n = len(states)
+        pose = np.zeros((n, len(ids), 7))
+        vel = np.zeros((n, len(ids), 6))
+        if n == 0 or len(ids) == 0:
+            return pose, vel
+        m = self.model
+        joint = m.body_jntadr[ids]
+        is_free = (m.body_jntnum[ids] == 1) & (m.jnt_type[np.maximum(joint, 0)] == int(mujoco.mjtJoint.mjJNT_FREE))
+        cols = np.flatnonzero(is_free)
+        if cols.size:
+            free_joint = joint[cols]
+            qpos = self._component("qpos").offset + m.jnt_qposadr[free_joint][:, None] + np.arange(7)
+            qvel = self._component("qvel").offset + m.jnt_dofadr[free_joint][:, None] + np.arange(6)
+            q, v = states[:, qpos], states[:, qvel]  # (n, free bodies, 7 / 6)
+            rot = _quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, cols.size, 3, 3)
+            omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
+            offset = np.einsum("nbij,bj->nbi", rot, m.body_ipos[ids[cols]])
+            pose[:, cols] = q
+            vel[:, cols, :3] = v[..., :3] + np.cross(omega, offset)
+            vel[:, cols, 3:] = omega
+        slow = np.flatnonzero(~is_free)
+        if slow.size:
+            self._kinematic_states(states, ids[slow], pose, vel, slow)
+        return pose, vel
 
-    def capture_bodies(self, ids: np.ndarray, out: np.ndarray) -> None:
-        """Copy the raw body quantities of ``ids`` into ``out`` (len(ids), 19)."""
-        out[:, 0:3] = self._xpos[ids]
-        out[:, 3:7] = self._xquat[ids]
-        out[:, 7:13] = self._cvel[ids]
-        out[:, 13:16] = self._xipos[ids]
-        out[:, 16:19] = self._subtree_com[self._root[ids]]
+    def _kinematic_states(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
+                          cols: np.ndarray) -> None:
+        m = self.model
+        scratch = mujoco.MjData(m)
+        root_com = m.body_rootid[ids]
+        for k in range(len(states)):
+            mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
+            mujoco.mj_kinematics(m, scratch)
+            mujoco.mj_comPos(m, scratch)
+            mujoco.mj_comVel(m, scratch)
+            pose[k, cols, :3] = scratch.xpos[ids]
+            pose[k, cols, 3:] = scratch.xquat[ids]
+            omega = scratch.cvel[ids, :3]
+            vel[k, cols, :3] = scratch.cvel[ids, 3:] + np.cross(omega, scratch.xipos[ids] - scratch.subtree_com[root_com])
+            vel[k, cols, 3:] = omega
 
-    @staticmethod
-    def decode_bodies(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw captures (..., 19) to poses (..., 7: position, quaternion wxyz) and centre-of-mass
-        velocities (..., 6: linear, angular; world frame)."""
-        omega = raw[..., 7:10]
-        linear = raw[..., 10:13] + np.cross(omega, raw[..., 13:16] - raw[..., 16:19])
-        return raw[..., 0:7].copy(), np.concatenate([linear, omega], axis=-1)
+    def _component(self, name: str) -> StateComponent:
+        return next(c for c in self._layout if c.name == name)
 
     # ------------------------------------------------------------------ contacts
-    CONTACT_CAPTURE_WIDTH = _CONTACT_WIDTH
+    def new_contact_stage(self) -> "MujocoContactStage":
+        return MujocoContactStage()
 
-    def contact_capture_width(self) -> int:
-        return _CONTACT_WIDTH
-
-    def capture_contacts(self, stage: ContactStage) -> int:
-        """Append this substep's contacts that involve a tracked body; return how many."""
+    def capture_contacts(self, stage: "MujocoContactStage") -> None:
+        """Stage this substep's contacts and constraint forces as raw bytes (two memcpys)."""
         data = self.data
         n = data.ncon
-        if n == 0:
-            return 0
-        con = data.contact
-        geom = con.geom
-        bodies = self._geom_body[geom]
-        keep = self._tracked_mask[bodies].any(axis=1)
-        sel = np.flatnonzero(keep)
-        k = sel.size
-        if k == 0:
-            return 0
-        rows = stage.reserve(k)
-        rows[:, 0:2] = bodies[sel]
-        rows[:, 2:4] = geom[sel]
-        rows[:, _C_DIST] = con.dist[sel]
-        rows[:, _C_FRAME] = con.frame[sel]
-        adr = con.efc_address[sel]
-        dim = con.dim[sel]
-        efc = data.efc_force
-        index = adr[:, None] + self._efc_rows
-        if self._pyramidal:
-            used = self._efc_rows < np.maximum(2 * (dim[:, None] - 1), 1)
+        if n:
+            if self._contact_bytes is None:
+                self._locate_contacts()
+            # A list of small bytes objects joined at decode: a growing bytearray would be copied
+            # again and again as it reallocates.
+            stage.raw.append(bytes(self._contact_bytes[:n * self._contact_stride]))
+            efc = data.efc_force.tobytes()
+            stage.efc.append(efc)
+            stage.nbytes += len(efc) + n * self._contact_stride
+            stage.counts.append(n)
+            stage.efc_counts.append(len(efc) >> 3)
         else:
-            used = self._efc_rows < dim[:, None]
-        used &= adr[:, None] >= 0
-        f = np.where(used, efc[np.where(used, index, 0)] if efc.size else 0.0, 0.0)
-        local = rows[:, _C_LOCAL]
-        if self._pyramidal:
-            # mju_decodePyramid: normal = sum of edge forces, tangent_i = (f_2i - f_2i+1) * mu_i
-            mu = con.friction[sel, :2]
-            local[:, 0] = f.sum(axis=1)
-            if f.shape[1] >= 4:
-                local[:, 1] = (f[:, 0] - f[:, 1]) * mu[:, 0]
-                local[:, 2] = (f[:, 2] - f[:, 3]) * mu[:, 1]
-            else:
-                local[:, 1:3] = 0.0
-            local[dim == 1, 1:3] = 0.0
-        else:
-            local[:, :] = 0.0
-            width = min(3, f.shape[1])
-            local[:, :width] = f[:, :width]
-        return k
+            stage.counts.append(0)
+            stage.efc_counts.append(0)
 
-    @staticmethod
-    def decode_contacts(raw: np.ndarray, counts: np.ndarray) -> ContactPairs:
-        """Merge raw contact rows per body pair within each substep (vectorised)."""
-        n = raw.shape[0]
-        if n == 0:
+    def _locate_contacts(self) -> None:
+        """Map MuJoCo's contact array (at the start of the arena) as raw bytes.
+
+        Reading the array through one view replaces a dozen per-field copies per substep; the
+        location is checked against the field views on every decode.
+        """
+        con = self.data.contact
+        base = con.dist.__array_interface__["data"][0]
+        stride = con.dist.strides[0]
+        fields = ("dist", "frame", "friction", "geom", "efc_address", "dim")
+        offsets = [getattr(con, f).__array_interface__["data"][0] - base for f in fields]
+        formats = ["<f8", ("<f8", 9), ("<f8", 5), ("<i4", 2), "<i4", "<i4"]
+        self._contact_dtype = np.dtype({"names": list(fields), "formats": formats, "offsets": offsets,
+                                        "itemsize": stride})
+        capacity = max(int(self.model.narena) // stride, 1)
+        self._contact_base = base
+        self._contact_stride = stride
+        self._contact_bytes = memoryview((ctypes.c_char * (capacity * stride)).from_address(base)).cast("B")
+
+    def decode_contacts(self, stage: "MujocoContactStage") -> ContactPairs:
+        """Merge the staged contacts per body pair within each substep (vectorised), then clear."""
+        counts = np.asarray(stage.counts, dtype=np.int64)
+        if not stage.raw:
+            stage.clear()
             return _empty_pairs(counts)
-        substep = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        a = raw[:, _C_BODY_A].astype(np.int64)
-        b = raw[:, _C_BODY_B].astype(np.int64)
-        swap = a > b
-        lo, hi = np.where(swap, b, a), np.where(swap, a, b)
-        frame = raw[:, _C_FRAME].reshape(n, 3, 3)
-        local = raw[:, _C_LOCAL]
-        world = np.einsum("ni,nij->nj", local, frame)  # force of geom1 on geom2
-        world = np.where(swap[:, None], -world, world)  # force of body lo on body hi
-        depth = -raw[:, _C_DIST]
-        # Group by (substep, lo, hi); within a group the deepest point comes first.
-        order = np.lexsort((-depth, hi, lo, substep))
-        key_s, key_lo, key_hi = substep[order], lo[order], hi[order]
-        start = np.ones(n, dtype=bool)
-        start[1:] = (key_s[1:] != key_s[:-1]) | (key_lo[1:] != key_lo[:-1]) | (key_hi[1:] != key_hi[:-1])
-        first = np.flatnonzero(start)
-        deepest = order[first]
-        magnitude = np.linalg.norm(world, axis=1)
-        net = np.add.reduceat(world[order], first, axis=0)
-        total = np.add.reduceat(magnitude[order], first)
-        npoints = np.diff(np.append(first, n))
-        pair_counts = np.bincount(key_s[first], minlength=len(counts)).astype(np.uint32)
-        return ContactPairs(
-            counts=pair_counts,
-            bodies=np.stack([key_lo[first], key_hi[first]], axis=1).astype(np.int32),
-            depth=depth[deepest].astype(np.float32),
-            force=net.astype(np.float32),
-            abs_force=total.astype(np.float32),
-            points=np.minimum(npoints, np.iinfo(np.uint16).max).astype(np.uint16),
-            pieces=raw[deepest][:, _C_GEOM_1:_C_GEOM_2 + 1].astype(np.int32),
-            normal=frame[deepest, 0].astype(np.float32),
-        )
+        if self.data.ncon and self._contact_bytes is not None:
+            if self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
+                stage.clear()
+                self._contact_bytes = None
+                raise RuntimeError("MuJoCo moved its contact array during the episode; contacts of this "
+                                   "batch were discarded")
+        con = np.frombuffer(b"".join(stage.raw), dtype=self._contact_dtype)
+        efc_start = np.repeat(np.concatenate([[0], np.cumsum(stage.efc_counts)[:-1]]), counts)
+        forces = np.frombuffer(b"".join(stage.efc), dtype=np.float64)
+        stage.clear()
+        geom = con["geom"]
+        bodies = self._geom_body[geom]
+        keep = np.flatnonzero(self._tracked_mask[bodies].any(axis=1))
+        substep = np.repeat(np.arange(len(counts)), counts)[keep]
+        # Take the fields out of the wide records once, then work on compact arrays.
+        fields = {name: con[name][keep] for name in ("dist", "frame", "friction", "efc_address", "dim")}
+        local = _local_contact_force(fields, forces, efc_start[keep], self._pyramidal, len(self._efc_rows))
+        return _merge_pairs(substep, len(counts), bodies[keep], geom[keep], -fields["dist"], fields["frame"], local)
+
+
+class MujocoContactStage:
+    """Raw contact rows and constraint forces of consecutive substeps, awaiting a decode."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.raw: list[bytes] = []
+        self.efc: list[bytes] = []
+        self.nbytes = 0
+        self.counts: list[int] = []
+        self.efc_counts: list[int] = []
+
+
+def _local_contact_force(con: dict[str, np.ndarray], efc: np.ndarray, efc_start: np.ndarray, pyramidal: bool,
+                         rows: int) -> np.ndarray:
+    """Contact-frame force (normal, tangent1, tangent2) of each contact, as mj_contactForce."""
+    dim = con["dim"].astype(np.int64)
+    adr = con["efc_address"].astype(np.int64)
+    span = np.arange(rows)
+    nrows = np.maximum(2 * (dim - 1), 1) if pyramidal else dim
+    used = (span < nrows[:, None]) & (adr[:, None] >= 0)
+    index = np.where(used, efc_start[:, None] + adr[:, None] + span, 0)
+    f = np.where(used, efc[index] if efc.size else 0.0, 0.0)
+    local = np.zeros((len(dim), 3))
+    if pyramidal:
+        # mju_decodePyramid: normal = sum of edge forces, tangent_i = (f_2i - f_2i+1) * mu_i
+        local[:, 0] = f.sum(axis=1)
+        if rows >= 4:
+            mu = con["friction"][:, :2]
+            local[:, 1] = (f[:, 0] - f[:, 1]) * mu[:, 0]
+            local[:, 2] = (f[:, 2] - f[:, 3]) * mu[:, 1]
+            local[dim == 1, 1:] = 0.0
+    else:
+        width = min(3, rows)
+        local[:, :width] = f[:, :width]
+    return local
+
+
+def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.ndarray, depth: np.ndarray,
+                 frame: np.ndarray, local: np.ndarray) -> ContactPairs:
+    """Merge contact points per (substep, body pair); the deepest point names pieces and normal."""
+    n = len(substep)
+    if n == 0:
+        return _empty_pairs(np.zeros(nsub))
+    a, b = bodies[:, 0].astype(np.int64), bodies[:, 1].astype(np.int64)
+    swap = a > b
+    lo, hi = np.where(swap, b, a), np.where(swap, a, b)
+    frame = frame.reshape(n, 3, 3)
+    world = np.einsum("ni,nij->nj", local, frame)  # force of geom1 on geom2
+    world = np.where(swap[:, None], -world, world)  # force of body lo on body hi
+    order = np.lexsort((-depth, hi, lo, substep))
+    key_s, key_lo, key_hi = substep[order], lo[order], hi[order]
+    start = np.ones(n, dtype=bool)
+    start[1:] = (key_s[1:] != key_s[:-1]) | (key_lo[1:] != key_lo[:-1]) | (key_hi[1:] != key_hi[:-1])
+    first = np.flatnonzero(start)
+    deepest = order[first]
+    magnitude = np.linalg.norm(world, axis=1)
+    return ContactPairs(
+        counts=np.bincount(key_s[first], minlength=nsub).astype(np.uint32),
+        bodies=np.stack([key_lo[first], key_hi[first]], axis=1).astype(np.int32),
+        depth=depth[deepest].astype(np.float32),
+        force=np.add.reduceat(world[order], first, axis=0).astype(np.float32),
+        abs_force=np.add.reduceat(magnitude[order], first).astype(np.float32),
+        points=np.minimum(np.diff(np.append(first, n)), np.iinfo(np.uint16).max).astype(np.uint16),
+        pieces=geoms[deepest].astype(np.int32),
+        normal=frame[deepest, 0].astype(np.float32),
+    )
+
+
+def _quat_to_mat(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices (n, 3, 3) of quaternions (n, 4: w, x, y, z), normalised first as MuJoCo does."""
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    w, x, y, z = q.T
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=1),
+        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=1),
+        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1),
+    ], axis=1)
 
 
 def _empty_pairs(counts: np.ndarray) -> ContactPairs:

@@ -27,8 +27,8 @@ RECORD_KINDS = ("header", "chunk", "error", "footer")
 SUBSTEP_COLUMNS = {
     "split": "<u1",  # 1: the substep ran as two calls (mj_step1/mj_step2) with writes between
     "start_mask": "<u2",  # state components written before the substep (bit i = layout[i])
-    "mid_mask": "<u2",  # state components written between the two halves of a split substep
-    "fingerprint": "<u8",  # hash of the full integration state after the substep
+    "mid_mask": "<u2",  # components replayed between the halves of a split substep (adapter-defined)
+    "fingerprint": "<u4",  # CRC-32 of the full integration state after the substep
     "body_pose": "<f8",  # (substeps, tracked, 7): position, quaternion (w, x, y, z)
     "body_vel": "<f8",  # (substeps, tracked, 6): centre-of-mass linear, angular velocity (world)
     "contact_count": "<u4",  # body pairs in contact per substep

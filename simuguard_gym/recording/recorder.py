@@ -3,8 +3,9 @@
 It is a substep listener (see :class:`simuguard_gym.engines.base.SubstepHooks`). Before a substep it
 stores which components of the between-substep state changed since the last substep ended (the
 actuation the env wrote, and any write to positions, velocities or the warm start); after it, the
-state fingerprint, the tracked bodies and the contacts. Engine work in the hot path is limited to
-copying into preallocated buffers; decoding (velocities, contact merging) runs once per chunk.
+state itself (from which the tracked bodies are decoded later), its fingerprint and the raw
+contacts. The hot path only copies into preallocated buffers; decoding (body poses and velocities,
+contact merging) runs vectorised once per chunk, or when the contact stage fills.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactStage, HookError, PhysicsAdapter
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
 
@@ -57,26 +58,26 @@ class SubstepRecorder:
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
-        nonempty = [i for i, c in enumerate(layout) if c.size > 0]
-        self._starts = np.array([layout[i].offset for i in nonempty], dtype=np.intp)
-        self._sizes = np.array([layout[i].size for i in nonempty], dtype=np.intp)
-        self._bits = np.array([1 << i for i in nonempty], dtype=np.int64)
+        late = a.split_late_components()
+        self._segments = [(1 << i, 8 * c.offset, 8 * (c.offset + c.size), c.name in late)
+                          for i, c in enumerate(layout) if c.size > 0]
+        self._plan: _WritePlan | None = None
         self.tracked = a.body_table().tracked
-        nt, cap = len(self.tracked), self.chunk_substeps
-        self._prev = np.empty(self.state_size)  # state after the previous substep
-        self._start = np.empty(self.state_size)  # state at the start of the current substep
-        self._scratch = np.empty(self.state_size)
+        cap = self.chunk_substeps
+        self._states = np.empty((cap, self.state_size))  # state after each substep of the chunk
+        self._prev = np.empty(self.state_size)  # state at the episode start
+        self._start = np.empty(self.state_size)  # state before the current substep
         a.read_state(self._prev)
+        self._prev_bytes = self._prev.tobytes()
         self.initial_state = self._prev.copy()
         self._split = np.zeros(cap, np.uint8)
         self._start_mask = np.zeros(cap, np.uint16)
         self._mid_mask = np.zeros(cap, np.uint16)
-        self._fingerprint = np.zeros(cap, np.uint64)
-        self._bodies = np.zeros((cap, nt, a.body_capture_width()))
-        self._contact_count = np.zeros(cap, np.uint32)
-        self._contacts = ContactStage(a.contact_capture_width())
-        self._start_values: list[np.ndarray] = []
-        self._mid_values: list[np.ndarray] = []
+        self._fingerprint = np.zeros(cap, np.uint32)
+        self._stage = a.new_contact_stage()
+        self._pairs: list[ContactPairs] = []
+        self._start_values: list[bytes] = []
+        self._mid_values: list[bytes] = []
         self._snap_at: list[int] = []
         self._snap_state: list[np.ndarray] = []
         self.substep = 0
@@ -93,31 +94,45 @@ class SubstepRecorder:
 
     # ------------------------------------------------------------------ listener interface
     def before_substep(self, phase: str) -> None:
-        if not self.active:
+        if not self.active or phase == "continue":  # "continue": nothing written since the last substep
             return
-        if phase == "start":
-            self.adapter.read_state(self._start)
-            self._start_mask[self._row] = self._changes(self._start, self._prev, self._start_values)
-        else:
-            self.adapter.read_state(self._scratch)
-            self._mid_mask[self._row] = self._changes(self._scratch, self._start, self._mid_values)
+        now = self._start
+        self.adapter.read_state(now)
+        now_b, prev_b = now.tobytes(), self._prev_bytes
+        if now_b == prev_b:
+            return
+        split = phase == "split"
+        plan = self._plan
+        # Envs write the same components substep after substep (a controller's ctrl): if nothing
+        # outside the last written region changed, store that region again. Unchanged components
+        # inside it are stored too, which replays as a no-op.
+        if plan is None or plan.split != split or now_b[:plan.lo] != prev_b[:plan.lo] \
+                or now_b[plan.hi:] != prev_b[plan.hi:]:
+            plan = self._plan = _WritePlan.of(self._segments, now_b, prev_b, split)
+        for lo, hi, late in plan.spans:
+            (self._mid_values if late else self._start_values).append(now_b[lo:hi])
+        self._start_mask[self._row] = plan.start_bits
+        self._mid_mask[self._row] = plan.mid_bits
 
     def after_substep(self) -> None:
         if not self.active:
             return
         a, row = self.adapter, self._row
-        a.read_state(self._prev)
-        self._fingerprint[row] = a.state_fingerprint(self._prev)
+        state = self._states[row]
+        a.read_state(state)
+        self._prev_bytes = state_b = state.tobytes()
+        self._fingerprint[row] = a.state_fingerprint(state_b)
         self._split[row] = a.last_substep_split()
-        a.capture_bodies(self.tracked, self._bodies[row])
-        self._contact_count[row] = a.capture_contacts(self._contacts)
+        a.capture_contacts(self._stage)
         if (self.substep + 1) % self.snapshot_every == 0:
             self._snap_at.append(self.substep)
-            self._snap_state.append(self._prev.copy())
+            self._snap_state.append(state.copy())
         self.substep += 1
         self._row += 1
         if self._row == self.chunk_substeps:
             self._flush()
+        elif len(self._stage.counts) % 64 == 0 and self._stage.nbytes > _STAGE_BYTES:
+            self._pairs.append(a.decode_contacts(self._stage))
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         record = HookError.capture(self.substep, where, error)
@@ -126,18 +141,21 @@ class SubstepRecorder:
             self.on_error(record)
 
     # ------------------------------------------------------------------ internals
-    def _changes(self, now: np.ndarray, before: np.ndarray, values: list[np.ndarray]) -> int:
-        if now.tobytes() == before.tobytes():
-            return 0
-        changed = np.logical_or.reduceat(now != before, self._starts)
-        values.append(now[np.repeat(changed, self._sizes)])
-        return int(self._bits[changed].sum())
+    def _plan(self, changed: np.ndarray, split: bool) -> tuple[int, np.ndarray, int, np.ndarray]:
+        """Masks and element indices of the changed components, divided into those replayed
+        before the substep and (split substeps only) those replayed between its halves."""
+        late = changed & self._late if split else np.zeros_like(changed)
+        early = changed & ~late
+        return (int(self._bits[early].sum()), np.flatnonzero(np.repeat(early, self._sizes)),
+                int(self._bits[late].sum()), np.flatnonzero(np.repeat(late, self._sizes)))
 
     def _flush(self) -> None:
         n = self._row
         a = self.adapter
-        pose, vel = a.decode_bodies(self._bodies[:n])
-        contacts = a.decode_contacts(self._contacts.used(), self._contact_count[:n])
+        pose, vel = a.body_states(self._states[:n], self.tracked)
+        self._pairs.append(a.decode_contacts(self._stage))
+        contacts = _concat_pairs(self._pairs)
+        self._pairs = []
         columns = {
             "split": self._split[:n].copy(),
             "start_mask": self._start_mask[:n].copy(),
@@ -146,8 +164,8 @@ class SubstepRecorder:
             "body_pose": pose,
             "body_vel": vel,
             "contact_count": contacts.counts,
-            "start_values": _concat(self._start_values),
-            "mid_values": _concat(self._mid_values),
+            "start_values": np.frombuffer(b"".join(self._start_values), dtype=np.float64),
+            "mid_values": np.frombuffer(b"".join(self._mid_values), dtype=np.float64),
             "contact_bodies": contacts.bodies,
             "contact_depth": contacts.depth,
             "contact_force": contacts.force,
@@ -164,14 +182,48 @@ class SubstepRecorder:
         self._row = 0
         self._start_mask[:] = 0
         self._mid_mask[:] = 0
-        self._contacts.clear()
         self._start_values, self._mid_values = [], []
         self._snap_at, self._snap_state = [], []
         self.sink(columns, first, n)
 
 
-def _concat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0)
+class _WritePlan:
+    """Which bytes of the state to store for a write: the components from the first to the last
+    changed one, as spans of consecutive components replayed at the same point."""
+
+    __slots__ = ("split", "lo", "hi", "start_bits", "mid_bits", "spans")
+
+    @classmethod
+    def of(cls, segments: list[tuple[int, int, int, bool]], now: bytes, before: bytes, split: bool) -> "_WritePlan":
+        changed = [i for i, (_, lo, hi, _) in enumerate(segments) if now[lo:hi] != before[lo:hi]]
+        region = segments[changed[0]:changed[-1] + 1]
+        plan = cls()
+        plan.split, plan.lo, plan.hi = split, region[0][1], region[-1][2]
+        plan.start_bits = plan.mid_bits = 0
+        plan.spans = []
+        for bit, lo, hi, late in region:
+            late = late and split
+            if late:
+                plan.mid_bits |= bit
+            else:
+                plan.start_bits |= bit
+            if plan.spans and plan.spans[-1][2] == late:
+                plan.spans[-1] = (plan.spans[-1][0], hi, late)
+            else:
+                plan.spans.append((lo, hi, late))
+        return plan
+
+
+# Raw contacts are merged once this many bytes are staged, which bounds memory on scenes with
+# hundreds of contacts per substep whatever the chunk length.
+_STAGE_BYTES = 8 * 1024 * 1024
+
+
+def _concat_pairs(parts: list[ContactPairs]) -> ContactPairs:
+    if len(parts) == 1:
+        return parts[0]
+    return ContactPairs(**{name: np.concatenate([getattr(p, name) for p in parts])
+                           for name in ("counts",) + ContactPairs.COLUMNS})
 
 
 def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any) -> dict[str, Any]:

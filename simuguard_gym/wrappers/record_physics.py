@@ -151,6 +151,11 @@ class RecordPhysics(gym.Wrapper):
         writer = self._writer
         if writer is None:
             return None
+        if self._steps == 0 and ended in ("reset", "close"):
+            # An episode reset and never stepped holds nothing to audit: leave no file behind.
+            self._abandon()
+            writer.partial_path.unlink(missing_ok=True)
+            return None
         try:
             self.recorder.finish()
             path = writer.close({"steps": self._steps, "success": success, "terminated": terminated,

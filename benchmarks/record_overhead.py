@@ -1,0 +1,124 @@
+"""What RecordPhysics costs: added time per substep and bytes per substep, against the unwrapped env.
+
+Each row runs the same seeded actions through the plain env and through RecordPhysics in the same
+process, alternating, and reports the best of ``--repeats`` timings for each (the least disturbed
+by other load). Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts,
+<= 10% added wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift.
+
+    python benchmarks/record_overhead.py            # every env available in this environment
+    python benchmarks/record_overhead.py --steps 100 --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+import simuguard_gym.envs  # noqa: F401
+from simuguard_gym import RecordPhysics, load_recording
+
+
+def pile_scene(n_objects: int) -> str:
+    """A table with ``n_objects`` boxes and spheres piled in a grid, and an actuated pusher."""
+    rng = np.random.default_rng(0)
+    side = int(np.ceil(np.sqrt(n_objects)))
+    bodies = []
+    for i in range(n_objects):
+        x, y, layer = (i % side) * 0.061 - 0.15, ((i // side) % side) * 0.061 - 0.15, i // (side * side)
+        z = 0.45 + 0.061 * layer
+        shape = 'type="box" size="0.03 0.03 0.03"' if i % 3 else 'type="sphere" size="0.03"'
+        bodies.append(f'<body name="obj{i}" pos="{x:.3f} {y:.3f} {z:.3f}" euler="0 0 {rng.uniform(0, 0.2):.3f}">'
+                      f'<freejoint/><geom {shape} mass="0.05"/></body>')
+    return f"""<mujoco><option timestep="0.002"/><worldbody>
+      <body name="table" pos="0 0 0.4"><geom type="box" size="0.6 0.6 0.02"/></body>
+      {''.join(bodies)}
+      <body name="pusher" pos="-0.3 0 0.46"><joint name="px" type="slide" axis="1 0 0"/>
+        <joint name="py" type="slide" axis="0 1 0"/><geom type="capsule" size="0.02" fromto="0 0 -0.02 0 0 0.05"/>
+      </body></worldbody>
+      <actuator><position joint="px" kp="100" ctrlrange="-0.3 0.4" ctrllimited="true"/>
+        <position joint="py" kp="100" ctrlrange="-0.3 0.3" ctrllimited="true"/></actuator></mujoco>"""
+
+
+def candidates() -> dict[str, Callable[[], gym.Env]]:
+    envs: dict[str, Callable[[], gym.Env]] = {
+        "Pusher-v5": lambda: gym.make("Pusher-v5", max_episode_steps=10**6),
+        "Ant-v5": lambda: gym.make("Ant-v5", terminate_when_unhealthy=False, max_episode_steps=10**6),
+        "raw, 6 objects (~15 contacts)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(6),
+                                                          max_episode_steps=10**6),
+        "raw, 40 objects (>=50 contacts)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(40),
+                                                            max_episode_steps=10**6),
+    }
+    try:
+        import robosuite  # noqa: F401
+
+        envs["robosuite Lift (lite)"] = lambda: gym.make("simuguard_gym/Robosuite-v0", env_name="Lift",
+                                                         lite_physics=True, horizon=10**6)
+        envs["robosuite Lift (full)"] = lambda: gym.make("simuguard_gym/Robosuite-v0", env_name="Lift",
+                                                         lite_physics=False, horizon=10**6)
+    except Exception:  # noqa: BLE001 - robosuite extra absent (mujoco >= 3.10)
+        pass
+    return envs
+
+
+def timed_run(env: gym.Env, actions: np.ndarray, seed: int) -> float:
+    env.reset(seed=seed)
+    start = time.perf_counter()
+    for action in actions:
+        env.step(action)
+    return time.perf_counter() - start
+
+
+def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, float]:
+    plain = make()
+    directory = tempfile.mkdtemp(prefix="simuguard-bench-")
+    recorded = RecordPhysics(make(), directory)
+    plain.action_space.seed(0)
+    actions = np.array([plain.action_space.sample() for _ in range(steps)])
+    timed_run(plain, actions[: min(20, steps)], 0)  # warm caches and JIT (robosuite's numba)
+    timed_run(recorded, actions[: min(20, steps)], 0)
+    off, on = [], []
+    for r in range(repeats):
+        off.append(timed_run(plain, actions, r))
+        on.append(timed_run(recorded, actions, r))
+    recorded.reset(seed=99)  # closes the last measured episode
+    recorded.close()
+    plain.close()
+    rec = load_recording(recorded.paths[-1])
+    substeps = rec.substeps
+    contacts = rec.columns["contact_points"].astype(float)
+    per_substep = np.add.reduceat(contacts, rec.contact_offsets()[:-1]) if contacts.size else np.zeros(1)
+    t_off, t_on = min(off) / substeps, min(on) / substeps
+    size = os.path.getsize(recorded.paths[-1])
+    return {"substeps": substeps, "step_us": t_off * 1e6, "added_us": (t_on - t_off) * 1e6,
+            "added_pct": 100 * (t_on - t_off) / t_off, "bytes": size / substeps,
+            "contacts": float(per_substep.mean()) if contacts.size else 0.0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=300, help="env steps per timed run")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", help="substring of the env names to run")
+    args = parser.parse_args()
+    import mujoco
+
+    print(f"mujoco {mujoco.__version__}, {args.steps} env steps x {args.repeats} repeats, best of each\n")
+    print(f"| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
+          f"| bytes / substep |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, make in candidates().items():
+        if args.only and args.only not in name:
+            continue
+        r = measure(make, args.steps, args.repeats)
+        print(f"| {name} | {r['contacts']:.1f} | {r['step_us']:.1f} | {r['added_us']:.1f} | {r['added_pct']:.1f} "
+              f"| {r['bytes']:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

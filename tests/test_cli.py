@@ -1,0 +1,60 @@
+"""The ``simuguard`` command line, run as a user runs it (a subprocess) and in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_contact_scene, run_random
+from simuguard_gym import RecordPhysics, load_recording
+from simuguard_gym.cli import main
+from simuguard_gym.recording.writer import RecordingWriter
+
+
+@pytest.fixture
+def episode(record_dir):
+    env = RecordPhysics(make_contact_scene(max_episode_steps=40), record_dir)
+    run_random(env, 40, seed=1)
+    env.close()
+    return env.paths[0]
+
+
+def test_inspect(episode, capsys):
+    assert main(["inspect", str(episode)]) == 0
+    out = capsys.readouterr().out
+    assert "substeps   200" in out and "simuguard_gym/MujocoScene-v0" in out
+    for name in ("box_a", "box_b", "box_c", "ball", "can"):
+        assert name in out
+    assert "deepest" in out and "peak" in out
+
+
+def test_replay_exit_codes(episode, tmp_path, capsys):
+    assert main(["replay", str(episode)]) == 0
+    assert "exact: 200 of 200" in capsys.readouterr().out
+    rec = load_recording(episode)
+    rec.columns["start_values"][5] += 1.0
+    altered = tmp_path / "altered.msgpack"
+    writer = RecordingWriter(altered, rec.header)
+    writer.write_chunk(rec.columns, first=0, n=rec.substeps)
+    writer.close({k: v for k, v in rec.footer.items() if k not in ("chunks", "substeps", "sha256")})
+    assert main(["replay", str(altered)]) == 1
+    assert "first divergence at substep" in capsys.readouterr().out
+
+
+def test_bad_file_is_a_one_line_error(tmp_path, capsys):
+    bogus = tmp_path / "bogus.msgpack"
+    bogus.write_bytes(b"hello")
+    assert main(["inspect", str(bogus)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("simuguard inspect: error:") and "not a simuguard recording" in err
+    assert len(err.splitlines()) == 1
+    assert main(["inspect", str(tmp_path / "missing.msgpack")]) == 2
+
+
+def test_console_script_demo_and_version():
+    done = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "demo"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and "simuguard-gym" in done.stdout
