@@ -360,18 +360,28 @@ class MujocoAdapter:
     def _kinematic_states(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
                           cols: np.ndarray) -> None:
         m = self.model
-        scratch = mujoco.MjData(m)
-        root_com = m.body_rootid[ids]
-        for k in range(len(states)):
+        scratch = self._scratch_data()
+        n = len(states)
+        # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
+        xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
+        cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
+        for k in range(n):
             mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
             mujoco.mj_kinematics(m, scratch)
             mujoco.mj_comPos(m, scratch)
             mujoco.mj_comVel(m, scratch)
-            pose[k, cols, :3] = scratch.xpos[ids]
-            pose[k, cols, 3:] = scratch.xquat[ids]
-            omega = scratch.cvel[ids, :3]
-            vel[k, cols, :3] = scratch.cvel[ids, 3:] + np.cross(omega, scratch.xipos[ids] - scratch.subtree_com[root_com])
-            vel[k, cols, 3:] = omega
+            xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
+            xipos[k], com[k] = scratch.xipos, scratch.subtree_com
+        omega = cvel[:, ids, :3]
+        pose[:, cols, :3] = xpos[:, ids]
+        pose[:, cols, 3:] = xquat[:, ids]
+        vel[:, cols, :3] = cvel[:, ids, 3:] + np.cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
+        vel[:, cols, 3:] = omega
+
+    def _scratch_data(self) -> mujoco.MjData:
+        if getattr(self, "_scratch", None) is None or self._scratch_model is not self.model:
+            self._scratch, self._scratch_model = mujoco.MjData(self.model), self.model
+        return self._scratch
 
     def _component(self, name: str) -> StateComponent:
         return next(c for c in self._layout if c.name == name)
