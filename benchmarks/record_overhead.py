@@ -38,8 +38,8 @@ def pile_scene(n_objects: int) -> str:
     return f"""<mujoco><option timestep="0.002"/><worldbody>
       <body name="table" pos="0 0 0.4"><geom type="box" size="0.6 0.6 0.02"/></body>
       {''.join(bodies)}
-      <body name="pusher" pos="-0.3 0 0.46"><joint name="px" type="slide" axis="1 0 0"/>
-        <joint name="py" type="slide" axis="0 1 0"/><geom type="capsule" size="0.02" fromto="0 0 -0.02 0 0 0.05"/>
+      <body name="pusher" pos="-0.3 0 0.46"><joint name="px" type="slide" axis="1 0 0" damping="10"/>
+        <joint name="py" type="slide" axis="0 1 0" damping="10"/><geom type="capsule" size="0.02" fromto="0 0 -0.02 0 0 0.05"/>
       </body></worldbody>
       <actuator><position joint="px" kp="100" ctrlrange="-0.3 0.4" ctrllimited="true"/>
         <position joint="py" kp="100" ctrlrange="-0.3 0.3" ctrllimited="true"/></actuator></mujoco>"""

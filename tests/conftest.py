@@ -13,7 +13,8 @@ import pytest
 import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
 
 # A table, five free objects resting on it and on each other, and an actuated two-axis pusher
-# that shoves them around: at least 3 free objects in contact with each other and the table.
+# (critically damped) that shoves them around: at least 3 free objects in contact with each other
+# and the table.
 CONTACT_SCENE_XML = """
 <mujoco model="contact-scene">
   <option timestep="0.002"/>
@@ -28,8 +29,8 @@ CONTACT_SCENE_XML = """
     <body name="ball" pos="-0.07 0.0 0.45"><freejoint/><geom type="sphere" size="0.03" mass="0.05"/></body>
     <body name="can" pos="0.03 0.07 0.47"><freejoint/><geom type="cylinder" size="0.025 0.05" mass="0.01"/></body>
     <body name="pusher_base" pos="-0.25 0 0.46">
-      <joint name="px" type="slide" axis="1 0 0" range="-0.2 0.5"/>
-      <joint name="py" type="slide" axis="0 1 0" range="-0.3 0.3"/>
+      <joint name="px" type="slide" axis="1 0 0" range="-0.2 0.5" damping="20"/>
+      <joint name="py" type="slide" axis="0 1 0" range="-0.3 0.3" damping="20"/>
       <geom name="pusher" type="capsule" size="0.02" fromto="0 0 -0.02 0 0 0.05" mass="0.5"/>
     </body>
   </worldbody>
