@@ -109,8 +109,8 @@ def main() -> None:
     import mujoco
 
     print(f"mujoco {mujoco.__version__}, {args.steps} env steps x {args.repeats} repeats, best of each\n")
-    print(f"| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
-          f"| bytes / substep |")
+    print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
+          "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, make in candidates().items():
         if args.only and args.only not in name:
