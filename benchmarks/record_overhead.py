@@ -49,9 +49,9 @@ def candidates() -> dict[str, Callable[[], gym.Env]]:
     envs: dict[str, Callable[[], gym.Env]] = {
         "Pusher-v5": lambda: gym.make("Pusher-v5", max_episode_steps=10**6),
         "Ant-v5": lambda: gym.make("Ant-v5", terminate_when_unhealthy=False, max_episode_steps=10**6),
-        "raw, 6 objects (~15 contacts)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(6),
+        "raw, 6 objects (~18 contact points)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(6),
                                                           max_episode_steps=10**6),
-        "raw, 40 objects (>=50 contacts)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(40),
+        "raw, 40 objects (>=50 contact points)": lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=pile_scene(40),
                                                             max_episode_steps=10**6),
     }
     try:
