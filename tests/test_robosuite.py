@@ -17,16 +17,21 @@ def make(task, lite, horizon=1000):
     return gym.make("simuguard_gym/Robosuite-v0", env_name=task, lite_physics=lite, horizon=horizon)
 
 
+def record_steps(task, lite, steps, seed, directory):
+    """One episode of ``steps`` seeded random actions, recorded and loaded back."""
+    env = RecordPhysics(make(task, lite), directory)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    for _ in range(steps):
+        env.step(env.action_space.sample())
+    env.close()
+    return load_recording(env.paths[0])
+
+
 @pytest.mark.parametrize("lite", [True, False], ids=["lite", "full"])
 @pytest.mark.parametrize("task", ["Lift", "PickPlaceCan"])
 def test_replay_is_bit_exact(task, lite, record_dir):
-    env = RecordPhysics(make(task, lite), record_dir)
-    env.reset(seed=11)
-    env.action_space.seed(11)
-    for _ in range(300):
-        env.step(env.action_space.sample())
-    env.close()
-    rec = load_recording(env.paths[0])
+    rec = record_steps(task, lite, 300, 11, record_dir)
     assert rec.substeps == 300 * 25
     assert bool(rec.columns["split"].all()) is lite
     if lite:  # the controller writes ctrl between mj_step1 and mj_step2
@@ -54,13 +59,7 @@ def test_hard_reset_rebuilds_sim_and_each_episode_keeps_its_model(record_dir):
 
 
 def test_lift_altered_ctrl_diverges_at_that_substep(record_dir):
-    env = RecordPhysics(make("Lift", True), record_dir)
-    env.reset(seed=5)
-    env.action_space.seed(5)
-    for _ in range(30):
-        env.step(env.action_space.sample())
-    env.close()
-    rec = load_recording(env.paths[0])
+    rec = record_steps("Lift", True, 30, 5, record_dir)
     k = 333
     offsets = rec.write_offsets("mid")
     assert "ctrl" in rec.writes_at(k, "mid")
