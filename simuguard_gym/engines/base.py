@@ -197,7 +197,7 @@ class PhysicsAdapter(Protocol):
         """Poses (n, len(ids), 7) and centre-of-mass velocities (n, len(ids), 6) of bodies ``ids``
         from the states read after n substeps (vectorised; runs once per chunk, not per substep)."""
 
-    def state_fingerprint(self, state: np.ndarray) -> int: ...
+    def state_fingerprint(self, state: np.ndarray | bytes) -> int: ...
 
     def model_bytes(self) -> bytes: ...
 
@@ -205,7 +205,8 @@ class PhysicsAdapter(Protocol):
         """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
 
     def new_contact_stage(self) -> Any:
-        """An engine-defined buffer for raw contacts of consecutive substeps (``nbytes``, ``clear``)."""
+        """An engine-defined buffer for raw contacts of consecutive substeps; it has ``counts`` (a list,
+        one entry per staged substep), ``nbytes`` and ``clear()``."""
 
     def capture_contacts(self, stage: Any) -> None:
         """Stage this substep's contacts; cheap, called after every substep."""
@@ -214,7 +215,9 @@ class PhysicsAdapter(Protocol):
         """Contacts of the staged substeps that involve a tracked body, merged per body pair; clears
         the stage."""
 
-    def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None: ...
+    def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
+        """Run one substep for replay: whole, or split with ``apply_mid()`` between the halves;
+        listeners are called as they were while recording."""
 
     def success(self) -> bool | None: ...
 

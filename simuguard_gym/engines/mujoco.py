@@ -105,11 +105,11 @@ class MujocoAdapter:
         self._geom_body = model.geom_bodyid.astype(np.int64)
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
-        # Views on MjData memory stay valid for the lifetime of `data`.
-        self._contact_bytes: memoryview | None = None  # located on the first contact
+        self._contact_bytes: memoryview | None = None  # a view on `data`'s arena, located on the first contact
         self._pyramidal = int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
         max_dim = int(model.geom_condim.max()) if model.ngeom else 3
-        self._efc_rows = np.arange(max(2 * (max_dim - 1), 1) if self._pyramidal else max_dim)
+        # Constraint rows of the widest contact: 2 (condim - 1) pyramid edges, or condim for elliptic cones.
+        self._efc_width = max(2 * (max_dim - 1), 1) if self._pyramidal else max_dim
 
     def refresh(self) -> None:
         """Follow the env to its current simulator (robosuite rebuilds it on hard reset)."""
@@ -454,7 +454,7 @@ class MujocoAdapter:
         keep = self._tracked_mask[bodies].any(axis=1)
         if not keep.all():  # robot-robot and robot-table contacts: not recorded
             con, bodies, substep, efc_start = con[keep], bodies[keep], substep[keep], efc_start[keep]
-        local = _local_contact_force(con, forces, efc_start, self._pyramidal, len(self._efc_rows))
+        local = _local_contact_force(con, forces, efc_start, self._pyramidal, self._efc_width)
         return _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
 
 
