@@ -65,11 +65,10 @@ class SubstepRecorder:
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
         self._states = np.empty((cap, self.state_size))  # state after each substep of the chunk
-        self._prev = np.empty(self.state_size)  # state at the episode start
         self._start = np.empty(self.state_size)  # state before the current substep
-        a.read_state(self._prev)
-        self._prev_bytes = self._prev.tobytes()
-        self.initial_state = self._prev.copy()
+        self.initial_state = np.empty(self.state_size)
+        a.read_state(self.initial_state)
+        self._prev_bytes = self.initial_state.tobytes()  # state the previous substep ended with
         self._split = np.zeros(cap, np.uint8)
         self._start_mask = np.zeros(cap, np.uint16)
         self._mid_mask = np.zeros(cap, np.uint16)

@@ -130,7 +130,7 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     adapter.hooks.add(recorder)
     try:
         recorder.start_episode()
-        _drive(adapter, rec, recorder, checker, stop, state)
+        _drive(adapter, rec, checker, stop, state)
         recorder.finish()
     finally:
         adapter.hooks.remove(recorder)
@@ -151,8 +151,9 @@ def adapter_state_size(adapter: PhysicsAdapter) -> int:
     return sum(c.size for c in adapter.state_layout())
 
 
-def _drive(adapter: PhysicsAdapter, rec: Recording, recorder: SubstepRecorder, checker: "_ChunkChecker",
-           stop: bool, state: np.ndarray) -> None:
+def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,
+           state: np.ndarray) -> None:
+    """Re-apply the recorded writes and run every substep as the env did."""
     cols = rec.columns
     layout = rec.state_layout
     slices = [np.arange(c.offset, c.offset + c.size) for c in layout]
