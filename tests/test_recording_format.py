@@ -163,3 +163,17 @@ def test_crc_is_over_the_payload(recording):
     raw = msgpack.Unpacker(open(recording, "rb"), raw=False)
     kind_, body, crc = raw.unpack()
     assert kind_ == kind == "header" and zlib.crc32(body) == crc
+
+
+def test_two_envs_in_one_directory_never_share_a_file(record_dir):
+    first = RecordPhysics(make_contact_scene(max_episode_steps=5), record_dir)
+    second = RecordPhysics(make_contact_scene(max_episode_steps=5), record_dir)
+    first.reset(seed=0)
+    second.reset(seed=1)  # both started counting at 0 when they were built
+    for _ in range(5):
+        first.step(first.action_space.sample())
+        second.step(second.action_space.sample())
+    first.close()
+    second.close()
+    seeds = sorted(load_recording(p).header["seed"] for p in first.paths + second.paths)
+    assert seeds == [0, 1] and first.paths[0] != second.paths[0]

@@ -45,7 +45,8 @@ class RecordingWriter:
         if self.path.exists():
             raise FileExistsError(f"refusing to overwrite existing recording {self.path}")
         self.partial_path = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
-        self._file = open(self.partial_path, "wb")
+        # "x": another writer (a second env recording into the same directory) never gets clobbered.
+        self._file = open(self.partial_path, "xb")
         self._sha = hashlib.sha256()
         self._chunks = 0
         self.substeps = 0

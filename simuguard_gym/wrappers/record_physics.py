@@ -109,19 +109,23 @@ class RecordPhysics(gym.Wrapper):
             table = self.task_spec.apply(table)
             self.adapter.set_body_table(table)
         self.recorder.start_episode()
-        path = self.directory / f"{self.name_prefix}_{self._episode:06d}{FILE_SUFFIX}"
-        self._episode += 1
         header = header_for(
             self.adapter, self.recorder,
             env=_describe_env(self.env),
             seed=seed,
             options=_plain(options),
-            episode=self._episode - 1,
             task_spec=self.task_spec.to_dict() if self.task_spec else None,
             package_version=__version__,
             model_mjb=self.adapter.model_bytes() if self.store_model else None,
         )
-        self._writer = RecordingWriter(path, header)
+        while True:  # another env may record into the same directory: take the next free number
+            path = self.directory / f"{self.name_prefix}_{self._episode:06d}{FILE_SUFFIX}"
+            try:
+                self._writer = RecordingWriter(path, {**header, "episode": self._episode})
+                break
+            except FileExistsError:
+                self._episode += 1
+        self._episode += 1
 
     def _write_chunk(self, columns: dict[str, np.ndarray], first: int, n: int) -> None:
         if self._writer is not None:
