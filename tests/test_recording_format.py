@@ -177,3 +177,15 @@ def test_two_envs_in_one_directory_never_share_a_file(record_dir):
     second.close()
     seeds = sorted(load_recording(p).header["seed"] for p in first.paths + second.paths)
     assert seeds == [0, 1] and first.paths[0] != second.paths[0]
+
+
+def test_task_spec_naming_a_missing_body_fails_at_construction(record_dir):
+    from simuguard_gym import TaskSpec
+
+    with pytest.raises(ValueError, match="not in the scene: basket.*available bodies:.*box_a"):
+        RecordPhysics(make_contact_scene(), record_dir, task_spec=TaskSpec(containers=("basket",)))
+    env = RecordPhysics(make_contact_scene(max_episode_steps=3), record_dir, task_spec=TaskSpec(containers=("box_a",)))
+    run_random(env, 3)
+    env.close()
+    bodies = load_recording(env.paths[0]).bodies
+    assert bodies.roles[bodies.names.index("box_a")] == "container"

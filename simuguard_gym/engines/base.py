@@ -7,9 +7,10 @@ The contract in one paragraph: an adapter calls its listeners around every physi
 ``before_substep(phase)`` then ``after_substep()``. The phase is ``"start"`` before a whole
 substep, ``"continue"`` when the adapter guarantees that nothing wrote the state since the
 previous substep ended, and ``"split"`` between the two halves of a substep that the env runs as
-two calls (robosuite's step1/step2, with the controller writing ``ctrl`` in between). It exposes the *between-substep state* (every value
-that the next substep depends on and that code outside the physics may write: actuation,
-applied forces, positions, warm start) as one float64 vector with named components, decodes body
+two calls (robosuite's step1/step2, with the controller writing ``ctrl`` in between). It exposes
+the *between-substep state* (every value that the next substep depends on and that code outside
+the physics may write: actuation, applied forces, positions, warm start) as one float64 vector
+with named components, decodes body
 states from those vectors, stages contacts cheaply and merges them later, and can run one
 substep itself for replay. Everything per substep is a copy; decoding runs per batch.
 """
@@ -25,16 +26,13 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-#: Body kinds. ``static`` bodies never move; ``kinematic`` bodies are moved by code (mocap,
-#: kinematic actors); ``dynamic`` bodies are integrated by the solver.
-BODY_KINDS = ("static", "kinematic", "dynamic")
-#: Body roles (see :class:`simuguard_gym.TaskSpec`).
-BODY_ROLES = ("robot", "object", "container", "scene")
-
-
 @dataclass(frozen=True)
 class BodyTable:
     """Every body of a scene, indexed by the engine's body id.
+
+    Kinds: ``static`` bodies never move, ``kinematic`` ones are moved by code (mocap, kinematic
+    actors), ``dynamic`` ones by the solver. Roles: ``robot``, ``object``, ``container``, ``scene``
+    (see :class:`simuguard_gym.TaskSpec`).
 
     ``tracked`` are the bodies whose state is recorded each substep: every body that can move
     and is not part of the robot (objects, containers, free-standing scene bodies).
@@ -60,15 +58,6 @@ class BodyTable:
             [i for i, (k, r) in enumerate(zip(self.kinds, self.roles)) if k != "static" and r != "robot"],
             dtype=np.int32,
         )
-
-    def ids_with_role(self, role: str) -> np.ndarray:
-        return np.array([i for i, r in enumerate(self.roles) if r == role], dtype=np.int32)
-
-    def id_of(self, name: str) -> int:
-        try:
-            return self.names.index(name)
-        except ValueError:
-            raise KeyError(f"no body named {name!r}; bodies: {', '.join(self.names)}") from None
 
     def with_roles(self, roles: Sequence[str]) -> "BodyTable":
         return BodyTable(self.names, self.kinds, tuple(roles), self.masses)

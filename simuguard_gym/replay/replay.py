@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -11,11 +10,9 @@ import gymnasium as gym
 import numpy as np
 
 from simuguard_gym.engines.base import BodyTable, PhysicsAdapter, adapter_for
-from simuguard_gym.recording.format import SUBSTEP_COLUMNS
+from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.recording.recorder import SubstepRecorder
-
-logger = logging.getLogger(__name__)
 
 # Order in which columns are reported when several diverge at the same substep: the most
 # specific (a named body) first.
@@ -113,7 +110,7 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
                                        "(seed not honoured, or different env kwargs/version)")
         return result
     adapter.set_body_table(BodyTable.from_dict(header["bodies"]))
-    state = np.empty(adapter_state_size(adapter))
+    state = np.empty(sum(c.size for c in adapter.state_layout()))
     adapter.read_state(state)
     recorded_initial = rec.initial_state
     if state.size != recorded_initial.size:
@@ -147,16 +144,13 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     return result
 
 
-def adapter_state_size(adapter: PhysicsAdapter) -> int:
-    return sum(c.size for c in adapter.state_layout())
-
-
 def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,
            state: np.ndarray) -> None:
     """Re-apply the recorded writes and run every substep as the env did."""
     cols = rec.columns
     layout = rec.state_layout
     slices = [np.arange(c.offset, c.offset + c.size) for c in layout]
+    indices: dict[int, np.ndarray] = {}  # state elements written, per component mask
     plans = {}
     for phase in ("start", "mid"):
         mask = cols[f"{phase}_mask"]
@@ -167,7 +161,9 @@ def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", st
         bits = int(mask[k])
         if not bits:
             return
-        index = np.concatenate([slices[i] for i in range(len(layout)) if bits >> i & 1])
+        index = indices.get(bits)
+        if index is None:
+            index = indices[bits] = np.concatenate([slices[i] for i in range(len(layout)) if bits >> i & 1])
         adapter.read_state(state)
         state[index] = values[offsets[k]:offsets[k + 1]]
         adapter.write_state(state)
@@ -232,8 +228,7 @@ class _ChunkChecker:
         lo, hi = self._contact_offsets[first], self._contact_offsets[first + limit]
         local = np.concatenate([[0], np.cumsum(counts[:limit], dtype=np.int64)])
         worst = None if k is None else k
-        for name in ("contact_bodies", "contact_depth", "contact_force", "contact_abs_force", "contact_points",
-                     "contact_pieces", "contact_normal"):
+        for name in CONTACT_COLUMNS:
             j = _first_segment_diff(columns[name][:local[-1]], rec[name][lo:hi], local)
             if j is not None and (worst is None or j < worst):
                 worst = j

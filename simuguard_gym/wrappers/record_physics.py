@@ -60,6 +60,8 @@ class RecordPhysics(gym.Wrapper):
         self.name_prefix = name_prefix
         self.store_model = store_model
         self.adapter = adapter_for(env, adapter)
+        if task_spec is not None:
+            task_spec.apply(self.adapter.body_table())  # a misnamed body fails here, not silently at reset
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_hook_error)
         self.adapter.hooks.add(self.recorder)
