@@ -61,3 +61,19 @@ class TaskSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"robot": list(self.robot), "objects": list(self.objects), "containers": list(self.containers),
                 "scene": list(self.scene)}
+
+
+def use_task_spec(adapter: Any, spec: TaskSpec) -> None:
+    """Give ``adapter`` the roles of ``spec`` now and whenever it rebuilds its body table.
+
+    Every simuguard wrapper of one env shares one adapter, so they share one TaskSpec; a second,
+    different spec is an error rather than a silent override. Misnamed bodies fail here, at
+    wrapper construction, not at the first reset.
+    """
+    current = getattr(adapter, "task_spec", None)
+    if current is not None and current != spec:
+        raise ValueError(f"this env already uses {current!r}; its simuguard wrappers must share one TaskSpec "
+                         f"(got {spec!r})")
+    table = spec.apply(adapter.body_table())
+    adapter.task_spec = spec
+    adapter.set_body_table(table)

@@ -12,13 +12,13 @@ from conftest import CONTACT_SCENE_XML
 from simuguard_gym.engines.mujoco import MujocoAdapter
 
 
-def reference_pairs(model, data, tracked):
+def reference_pairs(model, data, robot):
     """Merge contacts per body pair with a plain Python loop over mj_contactForce."""
     pairs = defaultdict(lambda: {"force": np.zeros(3), "abs": 0.0, "depth": -np.inf, "points": 0, "pieces": None})
     for i in range(data.ncon):
         c = data.contact[i]
         b1, b2 = int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2])
-        if not (tracked[b1] or tracked[b2]):
+        if robot[b1] and robot[b2]:
             continue
         f6 = np.zeros(6)
         mujoco.mj_contactForce(model, data, i, f6)
@@ -45,9 +45,10 @@ def test_merged_pairs_match_mj_contact_force(cone, condim):
     data = mujoco.MjData(model)
     adapter = MujocoAdapter(model, data)
     table = adapter.body_table()
-    tracked = np.zeros(model.nbody, bool)
-    tracked[table.tracked] = True
-    checked = 0
+    robot = np.array([r == "robot" for r in table.roles])
+    reference = mujoco.MjData(model)
+    state = np.empty((1, adapter.state_size))
+    checked = robot_speeds = 0
     for step in range(400):
         data.ctrl[:] = [0.3 * np.sin(step / 40), 0.2 * np.cos(step / 30)]
         mujoco.mj_step(model, data)
@@ -55,8 +56,11 @@ def test_merged_pairs_match_mj_contact_force(cone, condim):
             continue
         stage = adapter.new_contact_stage()
         adapter.capture_contacts(stage)
-        merged = adapter.decode_contacts(stage)
-        expected = reference_pairs(model, data, tracked)
+        adapter.read_state(state[0])
+        merged = adapter.decode_contacts(stage, state)
+        expected = reference_pairs(model, data, robot)
+        mujoco.mj_setState(model, reference, state[0], mujoco.mjtState.mjSTATE_INTEGRATION)
+        mujoco.mj_forward(model, reference)
         assert merged.counts[0] == len(expected) > 0
         for j, (a, b) in enumerate(merged.bodies):
             ref = expected[(int(a), int(b))]
@@ -65,8 +69,14 @@ def test_merged_pairs_match_mj_contact_force(cone, condim):
             assert merged.depth[j] == np.float32(ref["depth"])
             assert merged.points[j] == ref["points"]
             assert tuple(merged.pieces[j]) == ref["pieces"]
+            for side, body in enumerate((a, b)):  # speed after the substep, robot links included
+                v = np.zeros(6)
+                mujoco.mj_objectVelocity(model, reference, mujoco.mjtObj.mjOBJ_BODY, int(body), v, 0)
+                expected_speed = 0.0 if model.body_weldid[body] == 0 else np.linalg.norm(v[3:])
+                np.testing.assert_allclose(merged.speed[j, side], expected_speed, rtol=1e-5, atol=1e-6)
+                robot_speeds += bool(robot[body] and expected_speed > 1e-3)
             checked += 1
-    assert checked > 20
+    assert checked > 20 and robot_speeds > 0
 
 
 DOOR = """<body name="door" pos="0.3 -0.3 0.6"><joint name="hinge" type="hinge" axis="0 0 1" damping="0.01"/>

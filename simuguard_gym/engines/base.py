@@ -92,6 +92,9 @@ class ContactPairs:
     ``abs_force`` the sum of the point force magnitudes; ``depth`` the deepest penetration (m,
     positive when the pieces overlap); ``pieces`` the engine's geoms/shapes of the deepest point
     and ``normal`` its contact normal, pointing from ``pieces[0]`` to ``pieces[1]``.
+    ``speed`` holds the centre-of-mass speed (m/s) of ``body_a`` and ``body_b`` after the substep
+    (0 for static bodies): the detector's carrier stage needs the speed of robot links that touch
+    an object, and robot links are not among the recorded bodies.
     ``counts[k]`` is the number of pairs of the k-th substep.
     """
 
@@ -103,8 +106,17 @@ class ContactPairs:
     points: np.ndarray  # (m,) uint16
     pieces: np.ndarray  # (m, 2) int32
     normal: np.ndarray  # (m, 3) float32
+    speed: np.ndarray  # (m, 2) float32
 
-    COLUMNS = ("bodies", "depth", "force", "abs_force", "points", "pieces", "normal")
+    COLUMNS = ("bodies", "depth", "force", "abs_force", "points", "pieces", "normal", "speed")
+
+    @classmethod
+    def empty(cls, substeps: int) -> "ContactPairs":
+        return cls(counts=np.zeros(substeps, np.uint32), bodies=np.zeros((0, 2), np.int32),
+                   depth=np.zeros(0, np.float32), force=np.zeros((0, 3), np.float32),
+                   abs_force=np.zeros(0, np.float32), points=np.zeros(0, np.uint16),
+                   pieces=np.zeros((0, 2), np.int32), normal=np.zeros((0, 3), np.float32),
+                   speed=np.zeros((0, 2), np.float32))
 
 
 @runtime_checkable
@@ -127,6 +139,10 @@ class SubstepHooks:
 
     def __init__(self) -> None:
         self.listeners: list[SubstepListener] = []
+        #: Wrappers with something to write into every recording of this env (the detector's
+        #: config and events): objects with ``recording_header()`` and ``recording_footer()``
+        #: returning plain dicts. Kept here so that wrappers find each other in either order.
+        self.annotators: list[Any] = []
 
     def add(self, listener: SubstepListener) -> None:
         if listener not in self.listeners:
@@ -165,6 +181,12 @@ class PhysicsAdapter(Protocol):
     engine_version: str
     substep_dt: float
     hooks: SubstepHooks
+    #: Roles by body name applied on top of the defaults whenever the body table is (re)built.
+    task_spec: Any
+
+    @property
+    def gravity(self) -> np.ndarray:
+        """The scene's gravity vector (m/s^2, world frame)."""
 
     def refresh(self) -> None:
         """Re-bind to the simulator after an env reset (some envs rebuild it) and re-hook."""
@@ -200,9 +222,10 @@ class PhysicsAdapter(Protocol):
     def capture_contacts(self, stage: Any) -> None:
         """Stage this substep's contacts; cheap, called after every substep."""
 
-    def decode_contacts(self, stage: Any) -> ContactPairs:
-        """Contacts of the staged substeps that involve a tracked body, merged per body pair; clears
-        the stage."""
+    def decode_contacts(self, stage: Any, states: np.ndarray) -> ContactPairs:
+        """Contacts of the staged substeps, merged per body pair, with the speeds of both bodies
+        decoded from ``states`` (the states after those substeps, one row each); clears the stage.
+        Pairs of two robot links are left out (self-contact of the robot is not audited)."""
 
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         """Run one substep for replay: whole, or split with ``apply_mid()`` between the halves;

@@ -72,6 +72,7 @@ class MujocoAdapter:
         if not isinstance(model, mujoco.MjModel) or not isinstance(data, mujoco.MjData):
             raise TypeError("MujocoAdapter needs a mujoco.MjModel and a mujoco.MjData")
         self.hooks = SubstepHooks()
+        self.task_spec: Any = None
         self.flavour = flavour
         self._owner = owner
         self._patched_sim: Any = None
@@ -104,6 +105,7 @@ class MujocoAdapter:
         self.state_size = offset
         self._geom_body = model.geom_bodyid.astype(np.int64)
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
+        self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
         self._contact_bytes: memoryview | None = None  # a view on `data`'s arena, located on the first contact
         self._pyramidal = int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
@@ -209,15 +211,25 @@ class MujocoAdapter:
         return self.SPLIT_LATE_COMPONENTS
 
     # ------------------------------------------------------------------ scene description
+    @property
+    def gravity(self) -> np.ndarray:
+        return np.array(self.model.opt.gravity, dtype=float)
+
     def body_table(self) -> BodyTable:
         if self._table is None:
-            self._table = self._describe_bodies()
+            table = self._describe_bodies()
+            if self.task_spec is not None:
+                table = self.task_spec.apply(table)
+            self.set_body_table(table)
         return self._table
 
     def set_body_table(self, table: BodyTable) -> None:
+        if len(table) != self.model.nbody:
+            raise ValueError(f"body table has {len(table)} bodies, the model {self.model.nbody}")
         self._table = table
         self._tracked_mask[:] = False
         self._tracked_mask[table.tracked] = True
+        self._robot_mask = np.array([r == "robot" for r in table.roles], dtype=bool)
 
     def _describe_bodies(self) -> BodyTable:
         m = self.model
@@ -240,10 +252,7 @@ class MujocoAdapter:
                 roles.append("object")
             else:
                 roles.append("scene")
-        table = BodyTable(names, tuple(kinds), tuple(roles), m.body_mass.copy())
-        self._tracked_mask[:] = False
-        self._tracked_mask[table.tracked] = True
-        return table
+        return BodyTable(names, tuple(kinds), tuple(roles), m.body_mass.copy())
 
     def _robot_bodies(self) -> set[int]:
         """Bodies in the kinematic subtree of an actuated joint or a mocap body, and their ancestors
@@ -431,12 +440,16 @@ class MujocoAdapter:
         self._contact_stride = stride
         self._contact_bytes = memoryview((ctypes.c_char * (capacity * stride)).from_address(base)).cast("B")
 
-    def decode_contacts(self, stage: "MujocoContactStage") -> ContactPairs:
-        """Merge the staged contacts per body pair within each substep (vectorised), then clear."""
+    def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray) -> ContactPairs:
+        """Merge the staged contacts per body pair within each substep (vectorised), add the two
+        bodies' speeds after the substep (decoded from ``states``), then clear the stage."""
         counts = np.asarray(stage.counts, dtype=np.int64)
+        if len(states) != len(counts):
+            stage.clear()
+            raise ValueError(f"{len(counts)} substeps staged but {len(states)} states given")
         if not stage.raw:
             stage.clear()
-            return _empty_pairs(counts)
+            return ContactPairs.empty(len(counts))
         if self.data.ncon and self._contact_bytes is not None:
             if self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
                 stage.clear()
@@ -451,11 +464,37 @@ class MujocoAdapter:
         geom = con["geom"]
         bodies = self._geom_body[geom]
         substep = np.repeat(np.arange(len(counts)), counts)
-        keep = self._tracked_mask[bodies].any(axis=1)
-        if not keep.all():  # robot-robot and robot-table contacts: not recorded
+        self.body_table()  # roles (robot mask) of the current model
+        keep = ~self._robot_mask[bodies].all(axis=1)
+        if not keep.all():  # the robot touching itself: not audited
             con, bodies, substep, efc_start = con[keep], bodies[keep], substep[keep], efc_start[keep]
         local = _local_contact_force(con, forces, efc_start, self._pyramidal, self._efc_width)
-        return _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
+        pairs = _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
+        pairs.speed = self._pair_speeds(pairs, states)
+        return pairs
+
+    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray) -> np.ndarray:
+        """Centre-of-mass speed of both bodies of each pair after its substep (0 when static).
+
+        Free bodies decode in numpy; bodies on joints (robot links, doors) need MuJoCo's kinematics,
+        which runs only for the substeps where such a body is in contact."""
+        speed = np.zeros(pairs.bodies.shape, np.float32)
+        if not len(pairs.bodies):
+            return speed
+        m = self.model
+        substep = np.repeat(np.arange(len(pairs.counts)), pairs.counts)[:, None].repeat(2, axis=1)
+        bodies = pairs.bodies.astype(np.int64)
+        moving = m.body_weldid[bodies] != 0
+        joint = np.maximum(m.body_jntadr[bodies], 0)
+        free = (m.body_jntnum[bodies] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
+        for group in (moving & free, moving & ~free):
+            if not group.any():
+                continue
+            ids, col = np.unique(bodies[group], return_inverse=True)
+            rows, row = np.unique(substep[group], return_inverse=True)
+            _, vel = self.body_states(states[rows], ids)
+            speed[group] = np.linalg.norm(vel[row, col, :3], axis=1)
+        return speed
 
 
 class MujocoContactStage:
@@ -502,7 +541,7 @@ def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.n
     """Merge contact points per (substep, body pair); the deepest point names pieces and normal."""
     n = len(substep)
     if n == 0:
-        return _empty_pairs(np.zeros(nsub))
+        return ContactPairs.empty(nsub)
     a, b = bodies[:, 0].astype(np.int64), bodies[:, 1].astype(np.int64)
     swap = a > b
     lo, hi = np.where(swap, b, a), np.where(swap, a, b)
@@ -538,6 +577,7 @@ def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.n
         points=np.minimum(sizes, np.iinfo(np.uint16).max).astype(np.uint16),
         pieces=geoms[deepest].astype(np.int32),
         normal=frame[deepest, 0].astype(np.float32),
+        speed=np.zeros((len(deepest), 2), np.float32),
     )
 
 
@@ -550,16 +590,3 @@ def _quat_to_mat(q: np.ndarray) -> np.ndarray:
         np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=1),
         np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1),
     ], axis=1)
-
-
-def _empty_pairs(counts: np.ndarray) -> ContactPairs:
-    return ContactPairs(
-        counts=np.zeros(len(counts), np.uint32),
-        bodies=np.zeros((0, 2), np.int32),
-        depth=np.zeros(0, np.float32),
-        force=np.zeros((0, 3), np.float32),
-        abs_force=np.zeros(0, np.float32),
-        points=np.zeros(0, np.uint16),
-        pieces=np.zeros((0, 2), np.int32),
-        normal=np.zeros((0, 3), np.float32),
-    )

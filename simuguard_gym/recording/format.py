@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 
 FORMAT_NAME = "simuguard-recording"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Oldest schema this reader accepts. Schema 1 (pre-release builds) lacked contact speeds and
+#: the initial body states that detection needs.
+MIN_SCHEMA_VERSION = 2
 FILE_SUFFIX = ".msgpack"
 PARTIAL_SUFFIX = ".partial"
 
@@ -44,6 +47,7 @@ VARIABLE_COLUMNS = {
     "contact_points": "<u2",  # contact points merged into the pair
     "contact_pieces": "<i4",  # (pairs, 2) geoms/shapes of the deepest point
     "contact_normal": "<f4",  # (pairs, 3) normal of the deepest point
+    "contact_speed": "<f4",  # (pairs, 2) centre-of-mass speed of both bodies after the substep (m/s)
     "snapshot_substep": "<i8",  # substeps after which a full state snapshot was taken
     "snapshot_state": "<f8",  # (snapshots, state size)
 }

@@ -17,6 +17,7 @@ from simuguard_gym.recording.format import (
     ALL_COLUMNS,
     FORMAT_NAME,
     MAX_RECORD_BYTES,
+    MIN_SCHEMA_VERSION,
     RECORD_KINDS,
     SCHEMA_VERSION,
     SUBSTEP_COLUMNS,
@@ -75,6 +76,18 @@ class Recording:
     @property
     def initial_state(self) -> np.ndarray:
         return np.frombuffer(self.header["initial_state"], dtype="<f8")
+
+    @property
+    def initial_body_pose(self) -> np.ndarray:
+        return np.frombuffer(self.header["initial_body_pose"], dtype="<f8").reshape(-1, 7)
+
+    @property
+    def initial_body_vel(self) -> np.ndarray:
+        return np.frombuffer(self.header["initial_body_vel"], dtype="<f8").reshape(-1, 6)
+
+    @property
+    def gravity(self) -> np.ndarray:
+        return np.asarray(self.header.get("gravity", (0.0, 0.0, -9.81)), dtype=float)
 
     @property
     def substep_dt(self) -> float:
@@ -163,8 +176,10 @@ def _check_header(path: Path, kind: str, header: dict[str, Any]) -> None:
         raise UnsupportedSchemaError(
             f"{path}: recording schema version {schema} is newer than this simuguard-gym supports "
             f"(schema {SCHEMA_VERSION}); upgrade simuguard-gym to read it")
-    if schema < 1:
-        raise UnsupportedSchemaError(f"{path}: unknown recording schema version {schema}")
+    if schema < MIN_SCHEMA_VERSION:
+        raise UnsupportedSchemaError(
+            f"{path}: recording schema version {schema} is older than this simuguard-gym reads "
+            f"(schema {MIN_SCHEMA_VERSION} to {SCHEMA_VERSION}); record the episode again")
 
 
 def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False) -> Recording:

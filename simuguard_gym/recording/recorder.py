@@ -74,6 +74,7 @@ class SubstepRecorder:
         self._mid_mask = np.zeros(cap, np.uint16)
         self._fingerprint = np.zeros(cap, np.uint32)
         self._stage = a.new_contact_stage()
+        self._stage_row = 0  # chunk row of the first staged substep
         self._pairs: list[ContactPairs] = []
         self._start_values: list[bytes] = []
         self._mid_values: list[bytes] = []
@@ -131,7 +132,8 @@ class SubstepRecorder:
         if self._row == self.chunk_substeps:
             self._flush()
         elif len(self._stage.counts) % 64 == 0 and self._stage.nbytes > _STAGE_BYTES:
-            self._pairs.append(a.decode_contacts(self._stage))
+            self._pairs.append(a.decode_contacts(self._stage, self._states[self._stage_row:self._row]))
+            self._stage_row = self._row
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         record = HookError.capture(self.substep, where, error)
@@ -140,21 +142,14 @@ class SubstepRecorder:
             self.on_error(record)
 
     # ------------------------------------------------------------------ internals
-    def _plan(self, changed: np.ndarray, split: bool) -> tuple[int, np.ndarray, int, np.ndarray]:
-        """Masks and element indices of the changed components, divided into those replayed
-        before the substep and (split substeps only) those replayed between its halves."""
-        late = changed & self._late if split else np.zeros_like(changed)
-        early = changed & ~late
-        return (int(self._bits[early].sum()), np.flatnonzero(np.repeat(early, self._sizes)),
-                int(self._bits[late].sum()), np.flatnonzero(np.repeat(late, self._sizes)))
-
     def _flush(self) -> None:
         n = self._row
         a = self.adapter
         pose, vel = a.body_states(self._states[:n], self.tracked)
-        self._pairs.append(a.decode_contacts(self._stage))
+        self._pairs.append(a.decode_contacts(self._stage, self._states[self._stage_row:n]))
         contacts = _concat_pairs(self._pairs)
         self._pairs = []
+        self._stage_row = 0
         columns = {
             "split": self._split[:n].copy(),
             "start_mask": self._start_mask[:n].copy(),
@@ -222,6 +217,7 @@ def _concat_pairs(parts: list[ContactPairs]) -> ContactPairs:
 def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any) -> dict[str, Any]:
     """The engine part of a recording header (the wrapper adds env, seed and episode fields)."""
     table = adapter.body_table()
+    pose, vel = adapter.body_states(recorder.initial_state[None], recorder.tracked)
     return {
         "engine": adapter.engine,
         "engine_version": adapter.engine_version,
@@ -230,6 +226,11 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "tracked": [int(i) for i in recorder.tracked],
         "state_layout": [[c.name, c.offset, c.size] for c in adapter.state_layout()],
         "initial_state": recorder.initial_state.astype("<f8").tobytes(),
+        # The tracked bodies before the first substep, so that a reader without the engine (the
+        # offline detector) sees the first substep's velocity change.
+        "initial_body_pose": pose[0].astype("<f8").tobytes(),
+        "initial_body_vel": vel[0].astype("<f8").tobytes(),
+        "gravity": [float(g) for g in adapter.gravity],
         "model_fingerprint": adapter.model_fingerprint(),
         "snapshot_every": recorder.snapshot_every,
         "chunk_substeps": recorder.chunk_substeps,

@@ -17,7 +17,7 @@ from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.recording.recorder import SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter
-from simuguard_gym.task_spec import TaskSpec
+from simuguard_gym.task_spec import TaskSpec, use_task_spec
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class RecordPhysics(gym.Wrapper):
         self.store_model = store_model
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
-            task_spec.apply(self.adapter.body_table())  # a misnamed body fails here, not silently at reset
+            use_task_spec(self.adapter, task_spec)
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_hook_error)
         self.adapter.hooks.add(self.recorder)
@@ -106,20 +106,18 @@ class RecordPhysics(gym.Wrapper):
     # ------------------------------------------------------------------ episode files
     def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self.adapter.refresh()
-        table = self.adapter.body_table()
-        if self.task_spec is not None:
-            table = self.task_spec.apply(table)
-            self.adapter.set_body_table(table)
         self.recorder.start_episode()
         header = header_for(
             self.adapter, self.recorder,
             env=_describe_env(self.env),
             seed=seed,
             options=_plain(options),
-            task_spec=self.task_spec.to_dict() if self.task_spec else None,
+            task_spec=self.adapter.task_spec.to_dict() if self.adapter.task_spec else None,
             package_version=__version__,
             model_mjb=self.adapter.model_bytes() if self.store_model else None,
         )
+        for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's detector config
+            header.update(annotator.recording_header())
         while True:  # another env may record into the same directory: take the next free number
             path = self.directory / f"{self.name_prefix}_{self._episode:06d}{FILE_SUFFIX}"
             try:
@@ -164,8 +162,11 @@ class RecordPhysics(gym.Wrapper):
             return None
         try:
             self.recorder.finish()
-            path = writer.close({"steps": self._steps, "success": success, "terminated": terminated,
-                                 "truncated": truncated, "ended": ended, "errors": len(self._errors)})
+            footer = {"steps": self._steps, "success": success, "terminated": terminated,
+                      "truncated": truncated, "ended": ended, "errors": len(self._errors)}
+            for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's events
+                footer.update(annotator.recording_footer())
+            path = writer.close(footer)
         except Exception as error:  # noqa: BLE001
             self._on_hook_error(HookError.capture(self.recorder.substep, "finish", error))
             self._abandon()
