@@ -1,13 +1,16 @@
 """simuguard-gym: find the failures of a simulated robot evaluation that were the simulator's fault.
 
-Public API: the wrappers, recordings and replay. Everything else lives in subpackages.
+Public API: the wrappers, recordings, replay and detection. Everything else lives in subpackages.
 """
 
 __version__ = "0.1.0"
 
+from simuguard_gym.detection import DetectionReport, DetectorConfig, detect  # noqa: E402
 from simuguard_gym.recording.reader import Recording, load_recording  # noqa: E402
 from simuguard_gym.replay.replay import ReplayResult, replay  # noqa: E402
 from simuguard_gym.task_spec import TaskSpec  # noqa: E402
+from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor  # noqa: E402
 from simuguard_gym.wrappers.record_physics import RecordPhysics  # noqa: E402
 
-__all__ = ["RecordPhysics", "Recording", "ReplayResult", "TaskSpec", "load_recording", "replay", "__version__"]
+__all__ = ["ArtifactMonitor", "DetectionReport", "DetectorConfig", "RecordPhysics", "Recording", "ReplayResult",
+           "TaskSpec", "detect", "load_recording", "replay", "__version__"]

@@ -31,7 +31,7 @@ def reference_pairs(model, data, robot):
         p["abs"] += np.linalg.norm(world)
         p["points"] += 1
         if -c.dist > p["depth"]:
-            p["depth"], p["pieces"] = -c.dist, (int(c.geom1), int(c.geom2))
+            p["depth"], p["pieces"], p["pos"] = -c.dist, (int(c.geom1), int(c.geom2)), c.pos.copy()
     return pairs
 
 
@@ -69,10 +69,11 @@ def test_merged_pairs_match_mj_contact_force(cone, condim):
             assert merged.depth[j] == np.float32(ref["depth"])
             assert merged.points[j] == ref["points"]
             assert tuple(merged.pieces[j]) == ref["pieces"]
-            for side, body in enumerate((a, b)):  # speed after the substep, robot links included
+            for side, body in enumerate((a, b)):  # the body's point at the contact, robot links included
                 v = np.zeros(6)
                 mujoco.mj_objectVelocity(model, reference, mujoco.mjtObj.mjOBJ_BODY, int(body), v, 0)
-                expected_speed = 0.0 if model.body_weldid[body] == 0 else np.linalg.norm(v[3:])
+                point = v[3:] + np.cross(v[:3], ref["pos"] - reference.xipos[body])
+                expected_speed = 0.0 if model.body_weldid[body] == 0 else np.linalg.norm(point)
                 np.testing.assert_allclose(merged.speed[j, side], expected_speed, rtol=1e-5, atol=1e-6)
                 robot_speeds += bool(robot[body] and expected_speed > 1e-3)
             checked += 1

@@ -92,9 +92,9 @@ class ContactPairs:
     ``abs_force`` the sum of the point force magnitudes; ``depth`` the deepest penetration (m,
     positive when the pieces overlap); ``pieces`` the engine's geoms/shapes of the deepest point
     and ``normal`` its contact normal, pointing from ``pieces[0]`` to ``pieces[1]``.
-    ``speed`` holds the centre-of-mass speed (m/s) of ``body_a`` and ``body_b`` after the substep
-    (0 for static bodies): the detector's carrier stage needs the speed of robot links that touch
-    an object, and robot links are not among the recorded bodies.
+    ``speed`` holds the speed (m/s) after the substep of the material point of ``body_a`` and of
+    ``body_b`` at the deepest contact point (0 for static bodies): the detector's carrier stage
+    needs how fast a robot link strikes an object, and robot links are not recorded bodies.
     ``counts[k]`` is the number of pairs of the k-th substep.
     """
 

@@ -38,7 +38,7 @@ _STATE_NAMES = {
 }
 
 #: The fields of mjContact that contact decoding needs (friction: the two tangential coefficients).
-_CONTACT_FIELDS = np.dtype([("dist", "<f8"), ("frame", "<f8", 9), ("friction", "<f8", 2), ("geom", "<i4", 2),
+_CONTACT_FIELDS = np.dtype([("dist", "<f8"), ("pos", "<f8", 3), ("frame", "<f8", 9), ("friction", "<f8", 2), ("geom", "<i4", 2),
                             ("efc_address", "<i4"), ("dim", "<i4")])
 
 # Model arrays that do not influence physics (drawing only); left out of the model fingerprint
@@ -469,12 +469,13 @@ class MujocoAdapter:
         if not keep.all():  # the robot touching itself: not audited
             con, bodies, substep, efc_start = con[keep], bodies[keep], substep[keep], efc_start[keep]
         local = _local_contact_force(con, forces, efc_start, self._pyramidal, self._efc_width)
-        pairs = _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
-        pairs.speed = self._pair_speeds(pairs, states)
+        pairs, deepest = _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
+        pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest])
         return pairs
 
-    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray) -> np.ndarray:
-        """Centre-of-mass speed of both bodies of each pair after its substep (0 when static).
+    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray) -> np.ndarray:
+        """Speed of each body's material point at the pair's deepest contact point, after the
+        substep (0 when static). A rotating finger strikes with its tip, not its centre of mass.
 
         Free bodies decode in numpy; bodies on joints (robot links, doors) need MuJoCo's kinematics,
         which runs only for the substeps where such a body is in contact."""
@@ -492,8 +493,12 @@ class MujocoAdapter:
                 continue
             ids, col = np.unique(bodies[group], return_inverse=True)
             rows, row = np.unique(substep[group], return_inverse=True)
-            _, vel = self.body_states(states[rows], ids)
-            speed[group] = np.linalg.norm(vel[row, col, :3], axis=1)
+            pose, vel = self.body_states(states[rows], ids)
+            pose, vel = pose[row, col], vel[row, col]
+            rot = _quat_to_mat(pose[:, 3:7])
+            com = pose[:, :3] + np.einsum("nij,nj->ni", rot, m.body_ipos[bodies[group]])
+            arm = np.broadcast_to(point[:, None], (len(point), 2, 3))[group] - com
+            speed[group] = np.linalg.norm(vel[:, :3] + np.cross(vel[:, 3:], arm), axis=1)
         return speed
 
 
@@ -537,11 +542,12 @@ def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray
 
 
 def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.ndarray, depth: np.ndarray,
-                 frame: np.ndarray, local: np.ndarray) -> ContactPairs:
-    """Merge contact points per (substep, body pair); the deepest point names pieces and normal."""
+                 frame: np.ndarray, local: np.ndarray) -> tuple[ContactPairs, np.ndarray]:
+    """Merge contact points per (substep, body pair); the deepest point (whose row is returned
+    too) names pieces and normal."""
     n = len(substep)
     if n == 0:
-        return ContactPairs.empty(nsub)
+        return ContactPairs.empty(nsub), np.zeros(0, np.int64)
     a, b = bodies[:, 0].astype(np.int64), bodies[:, 1].astype(np.int64)
     swap = a > b
     lo, hi = np.where(swap, b, a), np.where(swap, a, b)
@@ -578,7 +584,7 @@ def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.n
         pieces=geoms[deepest].astype(np.int32),
         normal=frame[deepest, 0].astype(np.float32),
         speed=np.zeros((len(deepest), 2), np.float32),
-    )
+    ), deepest
 
 
 def _quat_to_mat(q: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The Gymnasium wrappers: thin, they wire an engine adapter to the numpy-only core."""
 
+from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 from simuguard_gym.wrappers.record_physics import RecordPhysics
 
-__all__ = ["RecordPhysics"]
+__all__ = ["ArtifactMonitor", "RecordPhysics"]

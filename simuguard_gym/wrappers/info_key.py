@@ -11,10 +11,12 @@ def with_simuguard(info: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A copy of ``info`` whose ``simuguard`` entry also holds ``fields``.
 
     The env's own dict is never mutated (it may be reused by the env), and the other keys are
-    passed through untouched.
+    passed through untouched. ``errors`` lists of stacked wrappers are concatenated, not replaced.
     """
     out = dict(info)
     merged = dict(out.get(INFO_KEY) or {})
+    if "errors" in fields and merged.get("errors"):
+        fields = {**fields, "errors": list(merged["errors"]) + list(fields["errors"])}
     merged.update(fields)
     out[INFO_KEY] = merged
     return out

@@ -1,0 +1,389 @@
+"""The three-stage contact-artifact detector (SimuGuard 3.3), fed substep batches of any size.
+
+Stage 1 (contact ejection) finds candidates vectorised over a whole batch; each candidate is then
+decided once the data its windows need has arrived: confirmed when, within ``confirm_window``, the
+object travels ``min_displacement`` and either flies free or stays in violent contact with its
+container; then the gravity stage (peak speed against the free-fall speed of the height dropped)
+and the carrier stage (peak speed against the fastest body that carried it from the robot).
+
+Decisions depend only on the substeps, never on how they were batched: the online monitor (one
+batch per env step) and the offline pass over a recording (large batches) give the same events.
+Alongside, two flags: contacts deeper than ``max_penetration`` and non-finite or absurd states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simuguard_gym.detection.config import DetectorConfig
+from simuguard_gym.engines.base import BodyTable, ContactPairs
+
+_NEVER = np.iinfo(np.int64).min // 4
+
+
+@dataclass
+class _Pairs:
+    """Contact pairs of the history, with the absolute substep of each."""
+
+    sub: np.ndarray
+    bodies: np.ndarray
+    depth: np.ndarray
+    abs_force: np.ndarray
+    pieces: np.ndarray
+    normal: np.ndarray
+    speed: np.ndarray
+
+    @classmethod
+    def of(cls, contacts: ContactPairs, first: int) -> "_Pairs":
+        sub = first + np.repeat(np.arange(len(contacts.counts), dtype=np.int64), contacts.counts)
+        return cls(sub, contacts.bodies.astype(np.int64), contacts.depth, contacts.abs_force, contacts.pieces,
+                   contacts.normal, contacts.speed)
+
+    def since(self, substep: int) -> "_Pairs":
+        i = int(np.searchsorted(self.sub, substep))
+        return _Pairs(*(getattr(self, f)[i:] for f in _PAIR_FIELDS))
+
+    def between(self, lo: int, hi: int) -> "_Pairs":
+        i, j = np.searchsorted(self.sub, [lo, hi + 1])
+        return _Pairs(*(getattr(self, f)[i:j] for f in _PAIR_FIELDS))
+
+    def __add__(self, other: "_Pairs") -> "_Pairs":
+        return _Pairs(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in _PAIR_FIELDS))
+
+
+_PAIR_FIELDS = ("sub", "bodies", "depth", "abs_force", "pieces", "normal", "speed")
+
+
+class ArtifactDetector:
+    """Incremental detector over the tracked bodies of one episode.
+
+    ``feed`` takes the poses (n, B, 7), centre-of-mass velocities (n, B, 6) and merged contacts of
+    the next n substeps (B = the tracked bodies, in ``tracked`` order) and returns the events it
+    decided; ``finish`` decides what is left at the end of the episode. Monitored bodies are the
+    tracked bodies whose role is ``object``.
+
+    >>> import numpy as np
+    >>> from simuguard_gym.detection import ArtifactDetector, DetectorConfig
+    >>> from simuguard_gym.engines.base import BodyTable, ContactPairs
+    >>> table = BodyTable(("world", "can"), ("static", "dynamic"), ("scene", "object"), np.array([0, .01]))
+    >>> detector = ArtifactDetector(table, np.array([1]), dt=0.002)
+    >>> pose, vel = np.zeros((500, 1, 7)), np.zeros((500, 1, 6))
+    >>> vel[100:, 0, 0] = 5.0; pose[:, 0, 0] = np.cumsum(vel[:, 0, 0]) * 0.002  # launched at substep 100
+    >>> contacts = ContactPairs.empty(500)
+    >>> contacts.counts[100] = 1                          # ... while touching the world (body 0)
+    >>> contacts.bodies = np.array([[0, 1]], np.int32); contacts.depth = np.array([0.02], np.float32)
+    >>> contacts.abs_force = np.ones(1, np.float32); contacts.pieces = np.zeros((1, 2), np.int32)
+    >>> contacts.normal = np.array([[0, 0, 1]], np.float32); contacts.speed = np.zeros((1, 2), np.float32)
+    >>> [e["onset_substep"] for e in detector.feed(pose, vel, contacts) if e["artifact"]]
+    [100]
+    """
+
+    def __init__(self, bodies: BodyTable, tracked: np.ndarray, dt: float, *, config: DetectorConfig | None = None,
+                 gravity: np.ndarray | None = None, initial_pose: np.ndarray | None = None,
+                 initial_vel: np.ndarray | None = None) -> None:
+        self.config = config = config if config is not None else DetectorConfig()
+        if not isinstance(config, DetectorConfig):
+            raise TypeError(f"config must be a DetectorConfig, got {type(config).__name__}")
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"substep dt must be positive, got {dt!r}")
+        self.bodies, self.dt = bodies, float(dt)
+        self.tracked = np.asarray(tracked, dtype=np.int64)
+        nbody, ntrack = len(bodies), len(self.tracked)
+        if ntrack and (self.tracked.min() < 0 or self.tracked.max() >= nbody):
+            raise ValueError("tracked body ids outside the body table")
+        roles = np.array(bodies.roles)
+        kinds = np.array(bodies.kinds)
+        self._col = np.full(nbody, -1, dtype=np.int64)
+        self._col[self.tracked] = np.arange(ntrack)
+        self._robot = roles == "robot"
+        self._static = kinds == "static"
+        container = roles == "container"
+        # "Its container": the bodies named containers; a scene that names none lets any
+        # non-robot body play that part (the floor a thrown object keeps hitting).
+        self._container = container if container.any() else ~self._robot
+        self.monitored = roles[self.tracked] == "object" if ntrack else np.zeros(0, bool)
+        g = np.zeros(3) if gravity is None else np.asarray(gravity, dtype=float)
+        self._g = float(np.linalg.norm(g)) if gravity is not None else 9.81
+        self._up = -g / self._g if self._g > 0 else np.array([0.0, 0.0, 1.0])
+        c, s = config, self.dt
+        self._w_contact = c.substeps(c.contact_window, s)
+        self._w_confirm = c.substeps(c.confirm_window, s)
+        self._w_free = c.substeps(c.free_flight, s)
+        self._w_peak = c.substeps(c.peak_window, s)
+        self._w_drop = c.substeps(c.drop_window, s)
+        self._w_carrier = c.substeps(c.carrier_window, s)
+        self._dv_min = c.velocity_change_per_substep(s)
+        self._dv_violent = c.violent_change_per_substep(s)
+        self._lookback = max(self._w_drop, self._w_carrier, self._w_contact) + 2
+        # History from substep -1 (the state before the first substep) on.
+        pose0 = np.zeros((ntrack, 7)) if initial_pose is None else np.asarray(initial_pose, float).reshape(ntrack, 7)
+        vel0 = np.zeros((ntrack, 6)) if initial_vel is None else np.asarray(initial_vel, float).reshape(ntrack, 6)
+        self._h0 = -1
+        self._pos = pose0[None, :, :3].copy()
+        self._vel = vel0[None, :, :3].copy()
+        self._speed = np.linalg.norm(self._vel, axis=2)
+        self._dv = np.zeros((1, ntrack))
+        self._touch = np.zeros((1, ntrack), bool)
+        self._touch_container = np.zeros((1, ntrack), bool)
+        self._pairs = _Pairs.of(ContactPairs.empty(0), 0)
+        self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
+        self._pending: list[list[int]] = [[] for _ in range(ntrack)]
+        self._blocked = np.full(ntrack, -2, dtype=np.int64)  # candidates up to here belong to an event
+        self.substeps = 0
+        self.events: list[dict[str, Any]] = []  # confirmed by stage 1, with every stage's verdict
+        self._flags: dict[tuple, dict[str, Any]] = {}
+        self.finished = False
+
+    # ------------------------------------------------------------------ public
+    @property
+    def artifacts(self) -> list[dict[str, Any]]:
+        """Events that passed all three stages."""
+        return [e for e in self.events if e["artifact"]]
+
+    @property
+    def flags(self) -> list[dict[str, Any]]:
+        return [dict(f) for f in self._flags.values()]
+
+    def feed(self, pose: np.ndarray, vel: np.ndarray, contacts: ContactPairs) -> list[dict[str, Any]]:
+        """Add the next substeps; return the events decided with them (artifacts or not)."""
+        if self.finished:
+            raise RuntimeError("the detector has finished this episode; make a new one")
+        n = len(pose)
+        ntrack = len(self.tracked)
+        if pose.shape != (n, ntrack, 7) or vel.shape != (n, ntrack, 6) or len(contacts.counts) != n:
+            raise ValueError(f"expected poses ({n}, {ntrack}, 7), velocities ({n}, {ntrack}, 6) and contacts of "
+                             f"{n} substeps; got {pose.shape}, {vel.shape}, {len(contacts.counts)}")
+        if n == 0:
+            return []
+        first = self.substeps
+        pairs = _Pairs.of(contacts, first)
+        v = vel[:, :, :3]
+        speed = np.linalg.norm(v, axis=2)
+        dv = np.linalg.norm(np.diff(np.concatenate([self._vel[-1:], v]), axis=0), axis=2)
+        touch, touch_container = self._touches(pairs, first, n)
+        self._flag(pairs, pose, vel, speed, first)
+        # Stage 1 candidates, vectorised: recent contact, fast, sudden velocity change.
+        k = first + np.arange(n)
+        last = np.maximum.accumulate(np.where(touch, k[:, None], _NEVER), axis=0)
+        last = np.maximum(last, self._last_touch[None])
+        self._last_touch = last[-1]
+        recent = k[:, None] - last <= self._w_contact
+        raw = recent & (speed > self.config.min_speed) & (dv >= self._dv_min) & self.monitored[None]
+        rows, cols = np.nonzero(raw)
+        for row, col in zip(rows.tolist(), cols.tolist()):
+            self._pending[col].append(first + row)
+        self._pos = np.concatenate([self._pos, pose[:, :, :3]])
+        self._vel = np.concatenate([self._vel, v])
+        self._speed = np.concatenate([self._speed, speed])
+        self._dv = np.concatenate([self._dv, dv])
+        self._touch = np.concatenate([self._touch, touch])
+        self._touch_container = np.concatenate([self._touch_container, touch_container])
+        self._pairs = self._pairs + pairs
+        self.substeps += n
+        decided = self._decide(final=False)
+        self._trim()
+        return decided
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Decide the candidates still open at the end of the episode with the data there is."""
+        if self.finished:
+            return []
+        decided = self._decide(final=True)
+        self.finished = True
+        return decided
+
+    # ------------------------------------------------------------------ stage 1
+    def _touches(self, pairs: _Pairs, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        touch = np.zeros((n, len(self.tracked)), bool)
+        touch_container = np.zeros_like(touch)
+        row = pairs.sub - first
+        for side in (0, 1):
+            col = self._col[pairs.bodies[:, side]]
+            hit = col >= 0
+            touch[row[hit], col[hit]] = True
+            other = pairs.bodies[:, 1 - side]
+            hit &= self._container[other]
+            touch_container[row[hit], col[hit]] = True
+        return touch, touch_container
+
+    def _decide(self, final: bool) -> list[dict[str, Any]]:
+        decided = []
+        for col, queue in enumerate(self._pending):
+            while queue:
+                onset = queue[0]
+                if onset <= self._blocked[col]:
+                    queue.pop(0)
+                    continue
+                verdict = self._confirm(col, onset, final)
+                if verdict is None:
+                    break  # the windows are not complete yet
+                queue.pop(0)
+                if verdict is False:
+                    continue
+                confirmed_at, confirmation = verdict
+                if not final and self.substeps - 1 < onset + self._w_peak:
+                    queue.insert(0, onset)
+                    break
+                self._blocked[col] = confirmed_at
+                event = self._event(col, onset, confirmation)
+                self.events.append(event)
+                decided.append(event)
+        return decided
+
+    def _rows(self, lo: int, hi: int) -> slice:
+        """History rows of substeps lo..hi (clipped to what the history holds)."""
+        return slice(max(lo, self._h0) - self._h0, max(hi + 1 - self._h0, 0))
+
+    def _confirm(self, col: int, onset: int, final: bool) -> Any:
+        """(substep, details) if confirmed, False if rejected, None if undecidable yet."""
+        c = self.config
+        end = onset + self._w_confirm
+        last = self.substeps - 1
+        window = self._rows(onset, min(end, last))
+        start = self._pos[onset - 1 - self._h0, col]
+        disp = np.linalg.norm(self._pos[window, col] - start, axis=1)
+        moved = np.flatnonzero(disp >= c.min_displacement)
+        free = ~self._touch[window, col]
+        run = np.cumsum(free)
+        run_ok = np.flatnonzero(free & (run - _shift(run, self._w_free) >= self._w_free)) if len(free) else []
+        violent = np.flatnonzero(self._touch_container[window, col] & (self._dv[window, col] >= self._dv_violent)
+                                 & (self._speed[window, col] >= c.violent_speed))
+        if len(moved) and (len(run_ok) or len(violent)):
+            by = min(run_ok[0] if len(run_ok) else np.inf, violent[0] if len(violent) else np.inf)
+            at = onset + int(max(moved[0], by))
+            return at, {"substep": at, "displacement": float(disp.max()),
+                        "free_flight": bool(len(run_ok) and run_ok[0] + onset <= at),
+                        "violent_contact": bool(len(violent) and violent[0] + onset <= at)}
+        if final or last >= end:
+            return False
+        return None
+
+    # ------------------------------------------------------------------ stages 2 and 3, the event
+    def _event(self, col: int, onset: int, confirmation: dict[str, Any]) -> dict[str, Any]:
+        c = self.config
+        body = int(self.tracked[col])
+        names = self.bodies.names
+        last = self.substeps - 1
+        peak_rows = self._rows(onset, min(onset + self._w_peak, last))
+        speeds = self._speed[peak_rows, col]
+        peak_at = onset + int(np.argmax(speeds))
+        peak = float(speeds.max())
+        # Gravity: the free-fall speed of the height dropped in drop_window before the peak.
+        heights = self._pos[self._rows(peak_at - self._w_drop, peak_at), col] @ self._up
+        drop = max(float(heights.max() - heights[-1]), 0.0)
+        fall = float(np.sqrt(2.0 * self._g * drop))
+        gravity_ratio = peak / max(fall, c.gravity_speed_floor)
+        gravity_kept = gravity_ratio > c.gravity_ratio
+        # Carrier: bodies that touched the object and a robot link before onset.
+        window = self._pairs.between(onset - self._w_carrier, onset)
+        a, b = window.bodies[:, 0], window.bodies[:, 1]
+        with_object = (a == body) | (b == body)
+        other = np.where(a == body, b, a)
+        robot_touch = with_object & self._robot[other]
+        touches_robot = set(a[self._robot[b]].tolist()) | set(b[self._robot[a]].tolist())
+        candidates = set(other[with_object & ~self._robot[other] & ~self._static[other]].tolist())
+        carriers: dict[int, float] = {}
+        before = self._rows(onset - self._w_carrier, onset - 1)
+        for carrier in sorted(candidates & touches_robot):
+            ccol = self._col[carrier]
+            carriers[carrier] = float(self._speed[before, ccol].max(initial=0.0)) if ccol >= 0 else 0.0
+        if c.robot_contact_carrier:
+            # A robot link that touches the object carries it for as long as it touches it: its
+            # speed at the contact point counts from carrier_window before onset until the peak
+            # (a finger that starts a push at onset is still accelerating then).
+            pushed = self._pairs.between(onset - self._w_carrier, peak_at)
+            pa, pb = pushed.bodies[:, 0], pushed.bodies[:, 1]
+            link = np.where(pa == body, pb, pa)
+            touching = ((pa == body) | (pb == body)) & self._robot[link]
+            link_speed = np.where(pa == body, pushed.speed[:, 1], pushed.speed[:, 0])
+            for robot_link in sorted(set(link[touching].tolist())):
+                carriers[robot_link] = float(link_speed[touching & (link == robot_link)].max())
+        carrier_speed = max(carriers.values()) if carriers else None
+        carrier_ratio = peak / max(carrier_speed, c.carrier_speed_floor) if carriers else None
+        carrier_kept = carrier_ratio is None or carrier_ratio >= c.carrier_ratio
+        recent = self._pairs.between(onset - self._w_contact, onset)
+        return {
+            "body": names[body],
+            "body_id": body,
+            "onset_substep": onset,
+            "onset_time": onset * self.dt,
+            "speed_before": float(self._speed[onset - 1 - self._h0, col]),
+            "peak_speed": peak,
+            "peak_substep": peak_at,
+            **self._contact_at_onset(body, recent),
+            "robot_contact": bool(((recent.bodies[:, 0] == body) & self._robot[recent.bodies[:, 1]]).any()
+                                  or ((recent.bodies[:, 1] == body) & self._robot[recent.bodies[:, 0]]).any()),
+            "ejection": {"confirmed": True, **confirmation},
+            "gravity": {"drop_height": drop, "fall_speed": fall, "ratio": gravity_ratio, "kept": bool(gravity_kept)},
+            "carrier": {"carriers": [names[i] for i in carriers], "speed": carrier_speed, "ratio": carrier_ratio,
+                        "kept": bool(carrier_kept)},
+            "artifact": bool(gravity_kept and carrier_kept),
+            "decided_substep": min(max(confirmation["substep"], onset + self._w_peak), last),
+        }
+
+    def _contact_at_onset(self, body: int, recent: _Pairs) -> dict[str, Any]:
+        """The contact that set the object moving: at the latest substep up to onset with a
+        contact of the object, the pair with the largest force."""
+        mine = np.flatnonzero((recent.bodies[:, 0] == body) | (recent.bodies[:, 1] == body))
+        if not len(mine):
+            return {"partner": None, "partner_id": None, "contact": None}
+        latest = mine[recent.sub[mine] == recent.sub[mine].max()]
+        i = int(latest[np.argmax(recent.abs_force[latest])])
+        a, b = (int(x) for x in recent.bodies[i])
+        partner = b if a == body else a
+        return {"partner": self.bodies.names[partner], "partner_id": partner, "contact": {
+            "substep": int(recent.sub[i]), "depth": float(recent.depth[i]),
+            "pieces": [int(p) for p in recent.pieces[i]], "normal": [float(x) for x in recent.normal[i]],
+            "force": float(recent.abs_force[i])}}
+
+    # ------------------------------------------------------------------ flags
+    def _flag(self, pairs: _Pairs, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
+        c, names = self.config, self.bodies.names
+        deep = np.flatnonzero((pairs.depth > c.max_penetration)
+                              & ~(self._robot[pairs.bodies[:, 0]] & self._robot[pairs.bodies[:, 1]]))
+        if len(deep):
+            keys, inverse = np.unique(pairs.bodies[deep], axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            for g, (a, b) in enumerate(keys.tolist()):
+                rows = deep[inverse == g]
+                flag = self._flags.setdefault(("deep_penetration", a, b), {
+                    "kind": "deep_penetration", "bodies": [names[a], names[b]], "body_ids": [a, b],
+                    "first_substep": int(pairs.sub[rows[0]]), "max_depth": 0.0, "substeps": 0})
+                flag["max_depth"] = max(flag["max_depth"], float(pairs.depth[rows].max()))
+                flag["substeps"] += int(len(np.unique(pairs.sub[rows])))
+        finite = np.isfinite(pose).all(axis=2) & np.isfinite(vel).all(axis=2)
+        bad = ~finite | (speed > c.max_speed)
+        for col in np.flatnonzero(bad.any(axis=0)).tolist():
+            body = int(self.tracked[col])
+            rows = np.flatnonzero(bad[:, col])
+            flag = self._flags.setdefault(("absurd_state", body), {
+                "kind": "absurd_state", "body": names[body], "body_id": body,
+                "first_substep": first + int(rows[0]), "non_finite": False, "max_speed": 0.0, "substeps": 0})
+            flag["non_finite"] |= bool((~finite[rows, col]).any())
+            fast = speed[rows, col][np.isfinite(speed[rows, col])]
+            flag["max_speed"] = max(flag["max_speed"], float(fast.max(initial=0.0)))
+            flag["substeps"] += int(len(rows))
+
+    # ------------------------------------------------------------------ history
+    def _trim(self) -> None:
+        """Forget substeps no open candidate and no future candidate can look back to."""
+        oldest = min([q[0] for q in self._pending if q] + [self.substeps])
+        keep_from = oldest - self._lookback
+        drop = keep_from - self._h0
+        if drop <= max(256, len(self._pos) // 2):  # amortise: trim in large steps
+            return
+        for name in ("_pos", "_vel", "_speed", "_dv", "_touch", "_touch_container"):
+            setattr(self, name, getattr(self, name)[drop:])
+        self._h0 = keep_from
+        self._pairs = self._pairs.since(keep_from)
+
+
+def _shift(run: np.ndarray, by: int) -> np.ndarray:
+    """``run`` delayed by ``by`` entries, zeros first (for run lengths from a cumulative sum)."""
+    out = np.zeros_like(run)
+    if by < len(run):
+        out[by:] = run[:-by]
+    return out

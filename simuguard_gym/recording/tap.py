@@ -1,0 +1,93 @@
+"""SubstepTap: the tracked bodies and contacts of each substep, decoded per batch, no file.
+
+The light sibling of :class:`~simuguard_gym.recording.recorder.SubstepRecorder` for consumers that
+analyse substeps as they happen (the online detector): after each substep it copies the state and
+stages the raw contacts; ``drain()`` decodes everything since the last drain with the same adapter
+calls the recorder uses, so a consumer sees exactly the arrays a recording of the episode holds.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter
+
+BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
+
+
+class SubstepTap:
+    """Substep listener that hands ``sink(pose, vel, contacts)`` batches of decoded substeps.
+
+    A batch is handed over at every ``drain()`` (the wrapper calls it after each env step) and
+    whenever ``max_batch`` substeps are waiting, which bounds memory when one env step runs
+    thousands of substeps.
+
+    >>> import mujoco
+    >>> from simuguard_gym.engines.mujoco import MujocoAdapter
+    >>> from simuguard_gym.recording.tap import SubstepTap
+    >>> model = mujoco.MjModel.from_xml_string(
+    ...     '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
+    >>> adapter = MujocoAdapter(model, mujoco.MjData(model))
+    >>> batches = []
+    >>> tap = SubstepTap(adapter, lambda pose, vel, contacts: batches.append(len(pose)))
+    >>> adapter.hooks.add(tap); tap.start_episode()
+    >>> adapter.step(7); tap.drain(); batches
+    [7]
+    """
+
+    def __init__(self, adapter: PhysicsAdapter, sink: BatchSink, *, max_batch: int = 1024,
+                 on_error: Callable[[HookError], None] | None = None) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be positive")
+        self.adapter = adapter
+        self.sink = sink
+        self.max_batch = int(max_batch)
+        self.on_error = on_error
+        self.active = False
+        self.substep = 0
+        self.errors: list[HookError] = []
+
+    def start_episode(self) -> None:
+        a = self.adapter
+        self.tracked = a.body_table().tracked
+        self.initial_state = np.empty(sum(c.size for c in a.state_layout()))
+        a.read_state(self.initial_state)
+        self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
+        self._states = np.empty((self.max_batch, len(self.initial_state)))
+        self._stage = a.new_contact_stage()
+        self._row = 0
+        self.substep = 0
+        self.errors = []
+        self.active = True
+
+    def before_substep(self, phase: str) -> None:
+        pass
+
+    def after_substep(self) -> None:
+        if not self.active:
+            return
+        self.adapter.read_state(self._states[self._row])
+        self.adapter.capture_contacts(self._stage)
+        self._row += 1
+        self.substep += 1
+        if self._row == self.max_batch:
+            self.drain()
+
+    def hook_failed(self, where: str, error: BaseException) -> None:
+        record = HookError.capture(self.substep, where, error)
+        self.errors.append(record)
+        if self.on_error is not None:
+            self.on_error(record)
+
+    def drain(self) -> None:
+        """Decode the substeps since the last drain and hand them to the sink."""
+        n = self._row
+        if not self.active or n == 0:
+            return
+        self._row = 0
+        states = self._states[:n]
+        pose, vel = self.adapter.body_states(states, self.tracked)
+        contacts = self.adapter.decode_contacts(self._stage, states)
+        self.sink(pose, vel, contacts)

@@ -1,0 +1,149 @@
+"""ArtifactMonitor: flag contact artifacts while the env runs, without changing it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from simuguard_gym.detection.config import DetectorConfig
+from simuguard_gym.detection.detector import ArtifactDetector
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.recording.tap import SubstepTap
+from simuguard_gym.task_spec import TaskSpec, use_task_spec
+from simuguard_gym.wrappers.info_key import with_simuguard
+
+logger = logging.getLogger(__name__)
+
+ON_ARTIFACT = ("ignore", "truncate")
+
+
+class ArtifactMonitor(gym.Wrapper):
+    """Run the three-stage contact-artifact detector on every physics substep.
+
+    After every step, ``info["simuguard"]`` holds ``artifact`` (a confirmed contact artifact
+    occurred in this episode so far), ``events`` (those artifacts as plain dicts: body, partner
+    and contact at onset, speeds, each stage's ratio and verdict), ``flags`` (deep penetration,
+    non-finite or absurd states) and ``errors`` (exceptions caught inside the monitor; they never
+    reach the caller). Substeps are analysed in one batch per env step; an event is reported
+    once its windows have closed (at most ``confirm_window`` after its onset).
+
+    ``on_artifact="truncate"`` ends the episode (``truncated=True``) at the step that confirms an
+    artifact, so that an RL learner does not learn from a simulator glitch. With ``"ignore"`` the
+    env's outputs are untouched. Stacked with :class:`RecordPhysics` (either order), the config
+    goes into the recording's header and the events into its footer.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from simuguard_gym import ArtifactMonitor
+        >>> env = ArtifactMonitor(gym.make("Pusher-v5"))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        >>> info["simuguard"]["artifact"], info["simuguard"]["events"]
+        (False, [])
+        >>> env.close()
+    """
+
+    def __init__(self, env: gym.Env, config: DetectorConfig | None = None, task_spec: TaskSpec | None = None,
+                 on_artifact: str = "ignore", *, adapter: PhysicsAdapter | None = None) -> None:
+        super().__init__(env)
+        if on_artifact not in ON_ARTIFACT:
+            raise ValueError(f"on_artifact must be one of {ON_ARTIFACT}, got {on_artifact!r}")
+        if config is not None and not isinstance(config, DetectorConfig):
+            raise TypeError(f"config must be a DetectorConfig, got {type(config).__name__}")
+        self.config = config if config is not None else DetectorConfig()
+        self.on_artifact = on_artifact
+        self.adapter = adapter_for(env, adapter)
+        if task_spec is not None:
+            use_task_spec(self.adapter, task_spec)
+        self.tap = SubstepTap(self.adapter, self._feed, on_error=self._on_hook_error)
+        self.adapter.hooks.add(self.tap)
+        self.adapter.hooks.annotators.append(self)
+        #: The detector of the current episode (None before the first reset).
+        self.detector: ArtifactDetector | None = None
+        self._errors: list[dict[str, Any]] = []
+        self._reported = 0
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        self._finish_episode()
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._errors, self._reported, self.detector = [], 0, None
+        try:
+            self.adapter.refresh()
+            self.tap.start_episode()
+            self.detector = ArtifactDetector(
+                self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
+                gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel)
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._on_hook_error(HookError.capture(0, "monitor.reset", error))
+            self.tap.active = False
+        return obs, with_simuguard(info, **self._fields())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._drain()
+        if terminated or truncated:
+            self._finish_episode()
+        fields = self._fields()
+        if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
+            truncated = True
+        self._reported = len(fields["events"])
+        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def close(self) -> None:
+        self._finish_episode()
+        self.adapter.hooks.remove(self.tap)
+        if self in self.adapter.hooks.annotators:
+            self.adapter.hooks.annotators.remove(self)
+        if not self.adapter.hooks.listeners:
+            self.adapter.detach()
+        super().close()
+
+    # ------------------------------------------------------------------ recordings (RecordPhysics)
+    def recording_header(self) -> dict[str, Any]:
+        return {"detector_config": self.config.to_dict()}
+
+    def recording_footer(self) -> dict[str, Any]:
+        self._finish_episode()
+        if self.detector is None:
+            return {}
+        return {"detector": {"events": self.detector.events, "flags": self.detector.flags}}
+
+    # ------------------------------------------------------------------ internals
+    def _feed(self, pose: Any, vel: Any, contacts: ContactPairs) -> None:
+        if self.detector is not None and not self.detector.finished:
+            self.detector.feed(pose, vel, contacts)
+
+    def _drain(self) -> None:
+        try:
+            self.tap.drain()
+        except Exception as error:  # noqa: BLE001
+            self._on_hook_error(HookError.capture(self.tap.substep, "monitor.step", error))
+
+    def _finish_episode(self) -> None:
+        if self.detector is None or self.detector.finished:
+            return
+        self._drain()
+        try:
+            self.detector.finish()
+        except Exception as error:  # noqa: BLE001
+            self._on_hook_error(HookError.capture(self.tap.substep, "monitor.finish", error))
+        self.tap.active = False
+
+    def _on_hook_error(self, error: HookError) -> None:
+        # The first failure ends detection for the episode: a broken detector would fail again at
+        # every substep, and its later verdicts could not be trusted anyway.
+        self._errors.append(error.to_dict())
+        logger.warning("simuguard monitor error at substep %d (%s): %s; detection stops for this episode",
+                       error.substep, error.where, error.message)
+        self.tap.active = False
+        if self.detector is not None:
+            self.detector.finished = True
+
+    def _fields(self) -> dict[str, Any]:
+        artifacts = self.detector.artifacts if self.detector is not None else []
+        return {"artifact": bool(artifacts), "events": [dict(e) for e in artifacts],
+                "flags": self.detector.flags if self.detector is not None else [], "errors": list(self._errors)}
