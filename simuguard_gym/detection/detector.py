@@ -145,7 +145,9 @@ class ArtifactDetector:
 
     @property
     def flags(self) -> list[dict[str, Any]]:
-        return [dict(f) for f in self._flags.values()]
+        """Deep penetrations (one per body pair) and absurd states (one per body), by first substep."""
+        ordered = sorted(self._flags.items(), key=lambda item: (item[1]["first_substep"], item[0]))
+        return [dict(f) for _, f in ordered]
 
     def feed(self, pose: np.ndarray, vel: np.ndarray, contacts: ContactPairs) -> list[dict[str, Any]]:
         """Add the next substeps; return the events decided with them (artifacts or not)."""
@@ -238,7 +240,10 @@ class ArtifactDetector:
         return slice(max(lo, self._h0) - self._h0, max(hi + 1 - self._h0, 0))
 
     def _confirm(self, col: int, onset: int, final: bool) -> Any:
-        """(substep, details) if confirmed, False if rejected, None if undecidable yet."""
+        """(substep, details) if confirmed, False if rejected, None if undecidable yet.
+
+        Displacement counts from the onset on; free flight and violent contact from the substep
+        after it (the velocity change that made the candidate is not its own confirmation)."""
         c = self.config
         end = onset + self._w_confirm
         last = self.substeps - 1
@@ -247,16 +252,19 @@ class ArtifactDetector:
         disp = np.linalg.norm(self._pos[window, col] - start, axis=1)
         moved = np.flatnonzero(disp >= c.min_displacement)
         free = ~self._touch[window, col]
+        free[0] = False
         run = np.cumsum(free)
-        run_ok = np.flatnonzero(free & (run - _shift(run, self._w_free) >= self._w_free)) if len(free) else []
-        violent = np.flatnonzero(self._touch_container[window, col] & (self._dv[window, col] >= self._dv_violent)
-                                 & (self._speed[window, col] >= c.violent_speed))
-        if len(moved) and (len(run_ok) or len(violent)):
-            by = min(run_ok[0] if len(run_ok) else np.inf, violent[0] if len(violent) else np.inf)
-            at = onset + int(max(moved[0], by))
-            return at, {"substep": at, "displacement": float(disp.max()),
-                        "free_flight": bool(len(run_ok) and run_ok[0] + onset <= at),
-                        "violent_contact": bool(len(violent) and violent[0] + onset <= at)}
+        flying = np.flatnonzero(free & (run - _shift(run, self._w_free) >= self._w_free))
+        violent = self._touch_container[window, col] & (self._dv[window, col] >= self._dv_violent) \
+            & (self._speed[window, col] >= c.violent_speed)
+        violent[0] = False
+        violent = np.flatnonzero(violent)
+        if len(moved) and (len(flying) or len(violent)):
+            by = min(flying[0] if len(flying) else np.inf, violent[0] if len(violent) else np.inf)
+            at = int(max(moved[0], by))
+            return onset + at, {"substep": onset + at, "displacement": float(disp[:at + 1].max()),
+                                "free_flight": bool(len(flying) and flying[0] <= at),
+                                "violent_contact": bool(len(violent) and violent[0] <= at)}
         if final or last >= end:
             return False
         return None

@@ -95,12 +95,12 @@ class ArtifactMonitor(gym.Wrapper):
 
     def close(self) -> None:
         self._finish_episode()
+        super().close()  # an inner RecordPhysics writes its footer (with our events) first
         self.adapter.hooks.remove(self.tap)
         if self in self.adapter.hooks.annotators:
             self.adapter.hooks.annotators.remove(self)
         if not self.adapter.hooks.listeners:
             self.adapter.detach()
-        super().close()
 
     # ------------------------------------------------------------------ recordings (RecordPhysics)
     def recording_header(self) -> dict[str, Any]:
