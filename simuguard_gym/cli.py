@@ -33,6 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
     p.set_defaults(run=_replay)
 
+    p = sub.add_parser("detect", help="run the contact-artifact detector over recordings and print the events")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    p.add_argument("--paper", action="store_true", help="the paper's detector (no direct-robot carrier rule) "
+                   "instead of the config stored in the recording")
+    p.add_argument("--json", action="store_true", help="one JSON report per line instead of text")
+    p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
+    p.set_defaults(run=_detect)
+
     p = sub.add_parser("demo", help="the main job on a built-in task (arrives with the ArtifactMonitor work)")
     p.set_defaults(run=_demo)
 
@@ -119,6 +127,69 @@ def _load_callable(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise ValueError(f"{spec} is not callable")
     return target
+
+
+def _detect(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from simuguard_gym.detection import DetectorConfig, detect
+
+    files: list[Path] = []
+    for given in map(Path, args.paths):
+        if given.is_dir():
+            found = sorted(given.glob("*.msgpack"))
+            if args.allow_partial:
+                found += sorted(given.glob("*.msgpack.partial"))
+            if not found:
+                print(f"simuguard detect: no recordings in {given}", file=sys.stderr)
+            files += found
+        else:
+            files.append(given)
+    config = DetectorConfig.paper() if args.paper else None
+    failed = flagged = 0
+    for path in files:
+        try:
+            report = detect(load_recording(path, allow_partial=args.allow_partial), config)
+        except (RecordingError, OSError, ValueError) as error:
+            print(f"simuguard detect: error: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        flagged += report.artifact
+        if args.json:
+            print(json.dumps(report.to_dict()))
+        else:
+            print(describe_report(report))
+    if not args.json:
+        print(f"{len(files) - failed} recordings read, {flagged} with a contact artifact"
+              + (f", {failed} unreadable" if failed else ""))
+    return EXIT_USAGE if failed or not files else EXIT_OK
+
+
+def describe_report(report: Any) -> str:
+    """A human-readable summary of a :class:`~simuguard_gym.detection.DetectionReport`."""
+    head = "CONTACT ARTIFACT" if report.artifact else "no artifact"
+    lines = [f"{report.path}: {head}; {len(report.events)} ejection events, {len(report.flags)} flags "
+             f"({report.substeps} substeps; {', '.join(report.notes)})"]
+    for e in report.events:
+        verdict = "ARTIFACT" if e["artifact"] else "removed by " + (
+            "gravity" if not e["gravity"]["kept"] else "carrier")
+        carrier = e["carrier"]
+        lines.append(
+            f"  {e['body']} at substep {e['onset_substep']} ({e['onset_time']:.3f} s): "
+            f"{e['speed_before']:.2f} -> {e['peak_speed']:.2f} m/s, partner {e['partner']}"
+            + (f", depth {e['contact']['depth'] * 1000:.1f} mm" if e["contact"] else "")
+            + f"; gravity x{e['gravity']['ratio']:.2f}"
+            + (f", carrier {'/'.join(carrier['carriers'])} x{carrier['ratio']:.2f}" if carrier["carriers"] else "")
+            + f": {verdict}")
+    for f in report.flags:
+        if f["kind"] == "deep_penetration":
+            lines.append(f"  flag: {f['bodies'][0]} / {f['bodies'][1]} {f['max_depth'] * 1000:.1f} mm deep "
+                         f"from substep {f['first_substep']} ({f['substeps']} substeps)")
+        else:
+            lines.append(f"  flag: {f['body']} {'non-finite' if f['non_finite'] else 'absurd'} state from substep "
+                         f"{f['first_substep']} (peak {f['max_speed']:.1f} m/s)")
+    return "\n".join(lines)
 
 
 def _demo(args: argparse.Namespace) -> int:

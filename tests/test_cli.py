@@ -58,3 +58,27 @@ def test_console_script_demo_and_version():
     assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and "simuguard-gym" in done.stdout
+
+
+def test_detect_file_and_directory(record_dir, capsys):
+    import artifact_scenes as scenes
+    import gymnasium as gym
+
+    xml, actions = scenes.finger_flick()
+    env = RecordPhysics(gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP), record_dir)
+    for _ in range(2):
+        env.reset(seed=0)
+        for action in actions:
+            env.step(action)
+    env.close()
+    assert main(["detect", str(env.paths[0])]) == 0
+    out = capsys.readouterr().out
+    assert "no artifact" in out and "marble at substep" in out and "removed by carrier" in out
+    assert main(["detect", "--paper", str(record_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("CONTACT ARTIFACT") == 2 and "2 recordings read, 2 with a contact artifact" in out
+    assert main(["detect", "--json", str(env.paths[1])]) == 0
+    assert '"artifact": false' in capsys.readouterr().out
+    (record_dir / "junk.msgpack").write_bytes(b"not a recording")
+    assert main(["detect", str(record_dir)]) == 2
+    assert "not a simuguard recording" in capsys.readouterr().err

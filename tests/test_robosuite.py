@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import SubstepProbe, assert_same_states, requires_robosuite, run_random
-from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording, replay
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
 pytestmark = [requires_robosuite, pytest.mark.robosuite]
@@ -70,7 +70,7 @@ def test_lift_altered_ctrl_diverges_at_that_substep(record_dir):
 
 def test_robosuite_on_and_off_identical(record_dir):
     runs = []
-    for env in (make("Lift", True), RecordPhysics(make("Lift", True), record_dir)):
+    for env in (make("Lift", True), ArtifactMonitor(RecordPhysics(make("Lift", True), record_dir))):
         steps = [env.reset(seed=4)]  # hard reset compiles a model: outside the probe
         env.action_space.seed(4)
         with SubstepProbe() as probe:
@@ -84,3 +84,20 @@ def test_robosuite_on_and_off_identical(record_dir):
         assert {k: v for k, v in b[-1].items() if k != INFO_KEY} == a[-1]
     assert len(off_states) >= 40 * 25  # one call per substep (mj_step1) at least
     assert_same_states(off_states, on_states)
+
+
+def test_monitor_follows_hard_resets_and_agrees_offline(record_dir):
+    """Lift rebuilds its sim at each reset; the monitor re-binds and detects on the new model."""
+    env = ArtifactMonitor(RecordPhysics(make("Lift", True, horizon=30), record_dir))
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        for _ in range(30):
+            *_, info = env.step(env.action_space.sample())
+        assert info[INFO_KEY]["errors"] == []
+        assert env.detector.substeps == 30 * 25 and "cube_main" in env.detector.bodies.names
+    env.close()
+    for path in env.env.paths:
+        rec = load_recording(path)
+        assert rec.header["detector_config"] == env.config.to_dict()
+        assert detect(rec).events == rec.footer["detector"]["events"]
