@@ -98,7 +98,7 @@ def test_exception_in_the_monitor_is_recorded_not_raised(monkeypatch):
 
 
 def test_errors_of_stacked_wrappers_are_merged(record_dir, monkeypatch):
-    env = RecordPhysics(ArtifactMonitor(make_scene(scenes.placed_gently)), record_dir)
+    env = RecordPhysics(ArtifactMonitor(make_scene(scenes.created_inside_floor)), record_dir)
     env.reset(seed=0)
     monkeypatch.setattr(env.env.detector, "feed", lambda *a: 1 / 0)
     monkeypatch.setattr(env.adapter, "state_fingerprint", lambda *a: 1 / 0)

@@ -144,6 +144,11 @@ class ArtifactDetector:
         return [e for e in self.events if e["artifact"]]
 
     @property
+    def open_candidates(self) -> bool:
+        """Whether a candidate awaits data to be decided."""
+        return any(self._pending)
+
+    @property
     def flags(self) -> list[dict[str, Any]]:
         """Deep penetrations (one per body pair) and absurd states (one per body), by first substep."""
         ordered = sorted(self._flags.items(), key=lambda item: (item[1]["first_substep"], item[0]))

@@ -208,6 +208,10 @@ class PhysicsAdapter(Protocol):
         """Poses (n, len(ids), 7) and centre-of-mass velocities (n, len(ids), 6) of bodies ``ids``
         from the states read after n substeps (vectorised; runs once per chunk, not per substep)."""
 
+    def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Cheap upper bounds (n, len(ids)) of the bodies' speeds after each state (+inf where the
+        adapter cannot bound a body cheaply); lets the online detector skip quiet substeps."""
+
     def state_fingerprint(self, state: np.ndarray | bytes) -> int: ...
 
     def model_bytes(self) -> bytes: ...

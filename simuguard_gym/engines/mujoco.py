@@ -370,6 +370,29 @@ class MujocoAdapter:
             self._kinematic_states(states, ids[slow], pose, vel, slow)
         return pose, vel
 
+    def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """An upper bound of each body's centre-of-mass speed (n, len(ids)) after each state, far
+        cheaper than :meth:`body_states`: sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| for free
+        bodies (origin velocity v, angular velocity w, centre-of-mass offset c); +inf for bodies on
+        other joints (their speed needs the kinematics). A few numpy calls per batch."""
+        key = getattr(self, "_bound_key", None)
+        if key is None or key[0] is not self.model or key[1] is not ids:  # the monitor passes one array
+            m = self.model
+            joint = np.maximum(m.body_jntadr[ids], 0)
+            free = (m.body_jntnum[ids] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
+            index = (self._component("qvel").offset + m.jnt_dofadr[joint][:, None] + np.arange(6)).reshape(-1)
+            arm2 = np.sum(m.body_ipos[ids] ** 2, axis=1)
+            weights = np.zeros((6 * len(ids), len(ids)))
+            for b in range(len(ids)):  # per-body weighted sum of squares as one matrix product
+                weights[6 * b:6 * b + 3, b] = 2.0
+                weights[6 * b + 3:6 * b + 6, b] = 2.0 * arm2[b]
+            self._bound_key = (self.model, ids)
+            self._bound_plan = (index, weights, None if free.all() else np.where(free, 0.0, np.inf))
+        index, weights, slow = self._bound_plan
+        v = states[:, index]
+        bounds = np.sqrt((v * v) @ weights)
+        return bounds if slow is None else bounds + slow
+
     def _kinematic_states(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
                           cols: np.ndarray) -> None:
         m = self.model

@@ -20,9 +20,8 @@ BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
 class SubstepTap:
     """Substep listener that hands ``sink(pose, vel, contacts)`` batches of decoded substeps.
 
-    A batch is handed over at every ``drain()`` (the wrapper calls it after each env step) and
-    whenever ``max_batch`` substeps are waiting, which bounds memory when one env step runs
-    thousands of substeps.
+    A batch is handed over at every ``drain()`` and whenever ``max_batch`` substeps are waiting,
+    which bounds memory when one env step runs thousands of substeps.
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
@@ -47,6 +46,7 @@ class SubstepTap:
         self.on_error = on_error
         self.active = False
         self.substep = 0
+        self.drains = 0  # batches handed over so far
         self.errors: list[HookError] = []
 
     def start_episode(self) -> None:
@@ -81,12 +81,22 @@ class SubstepTap:
         if self.on_error is not None:
             self.on_error(record)
 
+    @property
+    def waiting(self) -> int:
+        """Substeps captured and not yet handed to the sink."""
+        return self._row if self.active else 0
+
+    def waiting_states(self, since: int = 0) -> np.ndarray:
+        """The states after the waiting substeps ``since`` on (a view, valid until the next drain)."""
+        return self._states[since:self._row]
+
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
         n = self._row
         if not self.active or n == 0:
             return
         self._row = 0
+        self.drains += 1
         states = self._states[:n]
         pose, vel = self.adapter.body_states(states, self.tracked)
         contacts = self.adapter.decode_contacts(self._stage, states)
