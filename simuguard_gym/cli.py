@@ -75,6 +75,11 @@ def describe(rec: Recording) -> str:
         f = rec.footer
         lines.append(f"outcome    success={f.get('success')} terminated={f.get('terminated')} "
                      f"truncated={f.get('truncated')} steps={f.get('steps')} ended by {f.get('ended')}")
+    found = (rec.footer or {}).get("detector")
+    if found is not None:
+        artifacts = [e for e in found.get("events", []) if e.get("artifact")]
+        lines.append(f"detector   {len(artifacts)} contact artifacts online ({len(found.get('events', []))} ejection "
+                     f"events, {len(found.get('flags', []))} flags); `simuguard detect` for details")
     if rec.errors:
         lines.append(f"errors     {len(rec.errors)} (first: substep {rec.errors[0].get('substep')}: "
                      f"{rec.errors[0].get('type')}: {rec.errors[0].get('message')})")
