@@ -93,8 +93,9 @@ class ContactPairs:
     positive when the pieces overlap); ``pieces`` the engine's geoms/shapes of the deepest point
     and ``normal`` its contact normal, pointing from ``pieces[0]`` to ``pieces[1]``.
     ``speed`` holds the speed (m/s) after the substep of the material point of ``body_a`` and of
-    ``body_b`` at the deepest contact point (0 for static bodies): the detector's carrier stage
-    needs how fast a robot link strikes an object, and robot links are not recorded bodies.
+    ``body_b`` at the deepest contact point (0 for static bodies, NaN in pairs without a tracked
+    body): the detector's carrier stage needs how fast a robot link strikes an object, and robot
+    links are not recorded bodies.
     ``counts[k]`` is the number of pairs of the k-th substep.
     """
 

@@ -498,7 +498,8 @@ class MujocoAdapter:
 
     def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray) -> np.ndarray:
         """Speed of each body's material point at the pair's deepest contact point, after the
-        substep (0 when static). A rotating finger strikes with its tip, not its centre of mass.
+        substep (0 when static, NaN for pairs without a tracked body). A rotating finger strikes
+        with its tip, not its centre of mass.
 
         Free bodies decode in numpy; bodies on joints (robot links, doors) need MuJoCo's kinematics,
         which runs only for the substeps where such a body is in contact."""
@@ -508,7 +509,11 @@ class MujocoAdapter:
         m = self.model
         substep = np.repeat(np.arange(len(pairs.counts)), pairs.counts)[:, None].repeat(2, axis=1)
         bodies = pairs.bodies.astype(np.int64)
-        moving = m.body_weldid[bodies] != 0
+        # Only contacts of a recorded body matter to the detector; a robot standing on the floor
+        # would otherwise cost MuJoCo's kinematics at every substep.
+        needed = self._tracked_mask[bodies].any(axis=1)
+        speed[~needed] = np.nan
+        moving = (m.body_weldid[bodies] != 0) & needed[:, None]
         joint = np.maximum(m.body_jntadr[bodies], 0)
         free = (m.body_jntnum[bodies] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
         for group in (moving & free, moving & ~free):

@@ -47,7 +47,7 @@ VARIABLE_COLUMNS = {
     "contact_points": "<u2",  # contact points merged into the pair
     "contact_pieces": "<i4",  # (pairs, 2) geoms/shapes of the deepest point
     "contact_normal": "<f4",  # (pairs, 3) normal of the deepest point
-    "contact_speed": "<f4",  # (pairs, 2) speed of each body's point at the deepest contact (m/s)
+    "contact_speed": "<f4",  # (pairs, 2) speed of each body's point at the deepest contact (m/s; NaN: no tracked body)
     "snapshot_substep": "<i8",  # substeps after which a full state snapshot was taken
     "snapshot_state": "<f8",  # (snapshots, state size)
 }
