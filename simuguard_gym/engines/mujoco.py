@@ -28,6 +28,7 @@ import mujoco
 import numpy as np
 
 from simuguard_gym.engines.base import BodyTable, ContactPairs, StateComponent, SubstepHooks
+from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -492,7 +493,11 @@ class MujocoAdapter:
         if not keep.all():  # the robot touching itself: not audited
             con, bodies, substep, efc_start = con[keep], bodies[keep], substep[keep], efc_start[keep]
         local = _local_contact_force(con, forces, efc_start, self._pyramidal, self._efc_width)
-        pairs, deepest = _merge_pairs(substep, len(counts), bodies, con["geom"], -con["dist"], con["frame"], local)
+        frame = con["frame"].reshape(-1, 3, 3)
+        force = np.einsum("ni,nij->nj", local, frame)  # force of geom1 on geom2, world frame
+        pairs, deepest = merge_contact_points(
+            substep, len(counts), bodies, con["geom"], -con["dist"], frame[:, 0], force,
+            np.sqrt(np.einsum("ij,ij->i", force, force)), np.ones(len(force), np.int64))
         pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest])
         return pairs
 
@@ -567,52 +572,6 @@ def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray
         width = min(3, rows)
         local[:, :width] = f[:, :width]
     return local
-
-
-def _merge_pairs(substep: np.ndarray, nsub: int, bodies: np.ndarray, geoms: np.ndarray, depth: np.ndarray,
-                 frame: np.ndarray, local: np.ndarray) -> tuple[ContactPairs, np.ndarray]:
-    """Merge contact points per (substep, body pair); the deepest point (whose row is returned
-    too) names pieces and normal."""
-    n = len(substep)
-    if n == 0:
-        return ContactPairs.empty(nsub), np.zeros(0, np.int64)
-    a, b = bodies[:, 0].astype(np.int64), bodies[:, 1].astype(np.int64)
-    swap = a > b
-    lo, hi = np.where(swap, b, a), np.where(swap, a, b)
-    frame = frame.reshape(n, 3, 3)
-    world = np.einsum("ni,nij->nj", local, frame)  # force of geom1 on geom2
-    world = np.where(swap[:, None], -world, world)  # force of body lo on body hi
-    # One integer key per (substep, pair); rows arrive ordered by substep, which the stable sort
-    # exploits (a lexsort with depth as second key costs ten times more).
-    width = int(hi.max()) + 1
-    key = (substep.astype(np.int64) * width + lo) * width + hi
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    start = np.ones(n, dtype=bool)
-    start[1:] = sorted_key[1:] != sorted_key[:-1]
-    first = np.flatnonzero(start)
-    sizes = np.diff(np.append(first, n))
-    # The deepest point of each group: the first row that reaches the group's maximum depth.
-    ranked = np.nan_to_num(depth[order], nan=-np.inf)
-    is_deepest = ranked == np.repeat(np.maximum.reduceat(ranked, first), sizes)
-    candidates = np.flatnonzero(is_deepest)
-    group = np.repeat(np.arange(len(first)), sizes)[candidates]
-    keep = np.ones(len(candidates), dtype=bool)
-    keep[1:] = group[1:] != group[:-1]
-    deepest = order[candidates[keep]]
-    key_s, key_lo, key_hi = substep[deepest], lo[deepest], hi[deepest]
-    magnitude = np.sqrt(np.einsum("ij,ij->i", world, world))
-    return ContactPairs(
-        counts=np.bincount(key_s, minlength=nsub).astype(np.uint32),
-        bodies=np.stack([key_lo, key_hi], axis=1).astype(np.int32),
-        depth=depth[deepest].astype(np.float32),
-        force=np.add.reduceat(world[order], first, axis=0).astype(np.float32),
-        abs_force=np.add.reduceat(magnitude[order], first).astype(np.float32),
-        points=np.minimum(sizes, np.iinfo(np.uint16).max).astype(np.uint16),
-        pieces=geoms[deepest].astype(np.int32),
-        normal=frame[deepest, 0].astype(np.float32),
-        speed=np.zeros((len(deepest), 2), np.float32),
-    ), deepest
 
 
 def _quat_to_mat(q: np.ndarray) -> np.ndarray:
