@@ -270,10 +270,15 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
         from simuguard_gym.engines.mujoco import MujocoAdapter
 
         found: PhysicsAdapter = MujocoAdapter.from_env(base)
+    elif _looks_like_sapien(base):
+        from simuguard_gym.engines.sapien import SapienAdapter
+
+        found = SapienAdapter.from_env(base)
     else:
         raise TypeError(
             f"cannot find a supported simulator in {type(base).__name__}: expected env.unwrapped to have "
-            "'sim' (robosuite) or 'model'/'data' (Gymnasium MujocoEnv); pass adapter=... explicitly"
+            "'sim' (robosuite), 'model'/'data' (Gymnasium MujocoEnv) or 'scene' (SAPIEN, PhysX CPU); "
+            "pass adapter=... explicitly"
         )
     setattr(base, _ADAPTER_ATTR, found)
     return found
@@ -282,6 +287,11 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
 def _looks_like_robosuite(base: Any) -> bool:
     sim = getattr(base, "sim", None)
     return sim is not None and hasattr(getattr(sim, "model", None), "_model")
+
+
+def _looks_like_sapien(base: Any) -> bool:
+    system = getattr(getattr(base, "scene", None), "physx_system", None)
+    return type(system).__name__ == "PhysxCpuSystem"
 
 
 def _looks_like_gym_mujoco(base: Any) -> bool:

@@ -1,4 +1,7 @@
-"""Built-in envs, registered with Gymnasium on import of ``simuguard_gym.envs``."""
+"""Built-in envs, registered with Gymnasium on import of ``simuguard_gym.envs``.
+
+Envs of optional engines register by entry point only: ``gym.make`` imports the engine then.
+"""
 
 from gymnasium.envs.registration import register, registry
 
@@ -6,8 +9,13 @@ from simuguard_gym.envs.mujoco_scene import MujocoSceneEnv
 
 __all__ = ["MujocoSceneEnv"]
 
-if "simuguard_gym/MujocoScene-v0" not in registry:
-    register(id="simuguard_gym/MujocoScene-v0", entry_point="simuguard_gym.envs.mujoco_scene:MujocoSceneEnv")
-if "simuguard_gym/Robosuite-v0" not in registry:
-    register(id="simuguard_gym/Robosuite-v0", entry_point="simuguard_gym.envs.robosuite_task:RobosuiteEnv",
-             disable_env_checker=True)
+_ENVS = {
+    "simuguard_gym/MujocoScene-v0": dict(entry_point="simuguard_gym.envs.mujoco_scene:MujocoSceneEnv"),
+    "simuguard_gym/Robosuite-v0": dict(entry_point="simuguard_gym.envs.robosuite_task:RobosuiteEnv",
+                                       disable_env_checker=True),
+    "simuguard_gym/PlaceCanBasket-v0": dict(entry_point="simuguard_gym.envs.place_can_basket:PlaceCanBasketEnv",
+                                            max_episode_steps=90),
+}
+for _id, _kwargs in _ENVS.items():
+    if _id not in registry:
+        register(id=_id, **_kwargs)
