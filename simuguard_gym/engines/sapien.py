@@ -50,8 +50,8 @@ class SapienAdapter:
     >>> from simuguard_gym.engines.sapien import SapienAdapter
     >>> scene = sapien.Scene([physx.PhysxCpuSystem()])
     >>> ball = physx.PhysxRigidDynamicComponent()
-    >>> ball.attach(physx.PhysxCollisionShapeSphere(0.05, physx.get_default_material()))
-    >>> entity = sapien.Entity(); entity.add_component(ball); scene.add_entity(entity)
+    >>> _ = ball.attach(physx.PhysxCollisionShapeSphere(0.05, physx.get_default_material()))
+    >>> entity = sapien.Entity(); _ = entity.add_component(ball); scene.add_entity(entity)
     >>> adapter = SapienAdapter(scene)
     >>> adapter.step(10)   # ten substeps, listeners called around each
     >>> adapter.body_table().roles
@@ -234,6 +234,11 @@ class SapienAdapter:
             local = np.asarray(vertices, np.float64) * np.asarray(shape.scale, np.float64)
             out.append((body, _rotate(np.asarray(pose.q, np.float64), local) + np.asarray(pose.p, np.float64)))
         return out
+
+    @property
+    def piece_bodies(self) -> np.ndarray:
+        """The body of each collision piece, by piece id."""
+        return np.array(self._shape_body, dtype=np.int64)
 
     def body_poses(self) -> np.ndarray:
         """Current frame poses (n, 7: position, quaternion w x y z) of every body."""
