@@ -282,3 +282,30 @@ def test_config_round_trips_and_rejects_unknown_fields():
     assert DetectorConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="unknown DetectorConfig fields: speed"):
         DetectorConfig.from_dict({"speed": 1})
+
+
+# ---------------------------------------------------------------------- improvements over the paper
+@pytest.mark.parametrize("factor, kept", [(1.5 - 1e-3, False), (1.5 + 1e-3, True)])
+def test_speed_gain(factor, kept):
+    """An object sliding at 0.8 m/s that leaves a contact at factor x 0.8 m/s."""
+    ep = Episode()
+    ep.contact(range(0, ONSET + 1))
+    ep.vel[:ONSET, 0, 0] = 0.8
+    ep.vel[ONSET:, 0, 0] = factor * 0.8
+    ep.pose[:, 0, 0] = np.cumsum(ep.vel[:, 0, 0]) * DT
+    (event,) = ep.detect(DetectorConfig(), batches=None).events
+    assert event["gain"]["kept"] is kept and event["artifact"] is kept
+    assert event["gain"]["speed_before"] == pytest.approx(0.8)
+    (paper,) = ep.detect(DetectorConfig.paper()).events
+    assert paper["artifact"] and not paper["gain"]["applied"]
+
+
+def test_carrier_speed_through_the_peak():
+    """The basket moves at 0.4 m/s before onset and 0.8 m/s after: the object's 1.0 m/s is its
+    doing by default (ratio 1.25), not for the paper's detector (ratio 2.5)."""
+    ep = carried(1.0, 0.4)
+    ep.vel[ONSET:ONSET + 30, 1, 0] = 0.8
+    (event,) = ep.detect().events
+    assert event["carrier"]["speed"] == pytest.approx(0.8) and not event["carrier"]["kept"]
+    (paper,) = ep.detect(DetectorConfig.paper()).events
+    assert paper["carrier"]["speed"] == pytest.approx(0.4) and paper["carrier"]["kept"]

@@ -16,10 +16,13 @@ from typing import Any
 class DetectorConfig:
     """Thresholds of the contact-artifact detector.
 
-    The defaults are the paper's (Section B.5) plus one improvement, ``robot_contact_carrier``: a
-    robot link that touches the object itself also counts as a carrier, so a finger flicking an
-    object is explained by the finger's speed. :meth:`paper` switches it off and reproduces the
-    reference tool exactly.
+    The defaults are the paper's (Section B.5) plus three improvements, each switchable:
+    ``robot_contact_carrier`` (a robot link touching the object is a carrier too: a finger that
+    flicks an object explains it), ``carrier_through_peak`` (a carrier's speed counts until the
+    object's peak, not only before onset: a pusher still accelerating at onset explains what it
+    carries) and ``speed_gain`` (a fourth stage: the object must leave the contact faster than
+    it arrived, by ``gain_ratio``; a bounce or a knock that only turns it is not an ejection).
+    :meth:`paper` switches all three off and reproduces the reference tool.
 
     >>> from simuguard_gym.detection import DetectorConfig
     >>> config = DetectorConfig()
@@ -51,6 +54,11 @@ class DetectorConfig:
     carrier_ratio: float = 1.5  # keep if peak / fastest carrier speed >= this
     carrier_speed_floor: float = 0.05  # m/s, floor of the carrier speed
     robot_contact_carrier: bool = True  # a robot link touching the object is a carrier too
+    carrier_through_peak: bool = True  # carrier speeds count until the peak, not only before onset
+    # improvement: the object must gain speed at the contact (a bounce or a glancing knock does not)
+    speed_gain: bool = True
+    gain_ratio: float = 1.5  # keep if peak speed >= this x the fastest speed in contact_window before onset
+    gain_speed_floor: float = 0.05  # m/s, floor of the speed before onset
     # flags
     max_penetration: float = 0.005  # m: deeper contacts are flagged (robot-robot pairs ignored)
     max_speed: float = 100.0  # m/s: faster bodies are flagged as absurd state
@@ -58,9 +66,9 @@ class DetectorConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "robot_contact_carrier":
+            if f.name in _SWITCHES:
                 if not isinstance(value, bool):
-                    raise TypeError(f"DetectorConfig.robot_contact_carrier must be a bool, got {value!r}")
+                    raise TypeError(f"DetectorConfig.{f.name} must be a bool, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"DetectorConfig.{f.name} must be a finite number, got {value!r}")
@@ -71,8 +79,8 @@ class DetectorConfig:
 
     @classmethod
     def paper(cls) -> "DetectorConfig":
-        """The reference tool's behaviour: carriers are only bodies between object and robot."""
-        return cls(robot_contact_carrier=False)
+        """The reference tool's behaviour: three stages exactly as SimuGuard 3.3 states them."""
+        return cls(robot_contact_carrier=False, carrier_through_peak=False, speed_gain=False)
 
     def with_changes(self, **changes: Any) -> "DetectorConfig":
         return replace(self, **changes)
@@ -102,5 +110,6 @@ class DetectorConfig:
         return cls(**values)
 
 
+_SWITCHES = {"robot_contact_carrier", "carrier_through_peak", "speed_gain"}
 _POSITIVE = {"contact_window", "confirm_window", "free_flight", "reference_step", "drop_window", "peak_window",
              "carrier_window"}

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
+from simuguard_gym.detection.false_contact import CollisionPieces, check_contact
 from simuguard_gym.engines.base import BodyTable, ContactPairs
 
 _NEVER = np.iinfo(np.int64).min // 4
@@ -83,13 +84,14 @@ class ArtifactDetector:
 
     def __init__(self, bodies: BodyTable, tracked: np.ndarray, dt: float, *, config: DetectorConfig | None = None,
                  gravity: np.ndarray | None = None, initial_pose: np.ndarray | None = None,
-                 initial_vel: np.ndarray | None = None) -> None:
+                 initial_vel: np.ndarray | None = None, pieces: CollisionPieces | None = None) -> None:
         self.config = config = config if config is not None else DetectorConfig()
         if not isinstance(config, DetectorConfig):
             raise TypeError(f"config must be a DetectorConfig, got {type(config).__name__}")
         if not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"substep dt must be positive, got {dt!r}")
         self.bodies, self.dt = bodies, float(dt)
+        self.pieces = pieces  # convex pieces: each event's onset contact gets the false-contact check
         self.tracked = np.asarray(tracked, dtype=np.int64)
         nbody, ntrack = len(bodies), len(self.tracked)
         if ntrack and (self.tracked.min() < 0 or self.tracked.max() >= nbody):
@@ -123,6 +125,7 @@ class ArtifactDetector:
         vel0 = np.zeros((ntrack, 6)) if initial_vel is None else np.asarray(initial_vel, float).reshape(ntrack, 6)
         self._h0 = -1
         self._pos = pose0[None, :, :3].copy()
+        self._quat = pose0[None, :, 3:].copy()
         self._vel = vel0[None, :, :3].copy()
         self._speed = np.linalg.norm(self._vel, axis=2)
         self._dv = np.zeros((1, ntrack))
@@ -183,6 +186,7 @@ class ArtifactDetector:
         for row, col in zip(rows.tolist(), cols.tolist()):
             self._pending[col].append(first + row)
         self._pos = np.concatenate([self._pos, pose[:, :, :3]])
+        self._quat = np.concatenate([self._quat, pose[:, :, 3:]])
         self._vel = np.concatenate([self._vel, v])
         self._speed = np.concatenate([self._speed, speed])
         self._dv = np.concatenate([self._dv, dv])
@@ -299,7 +303,7 @@ class ArtifactDetector:
         touches_robot = set(a[self._robot[b]].tolist()) | set(b[self._robot[a]].tolist())
         candidates = set(other[with_object & ~self._robot[other] & ~self._static[other]].tolist())
         carriers: dict[int, float] = {}
-        before = self._rows(onset - self._w_carrier, onset - 1)
+        before = self._rows(onset - self._w_carrier, peak_at if c.carrier_through_peak else onset - 1)
         for carrier in sorted(candidates & touches_robot):
             ccol = self._col[carrier]
             carriers[carrier] = float(self._speed[before, ccol].max(initial=0.0)) if ccol >= 0 else 0.0
@@ -317,6 +321,10 @@ class ArtifactDetector:
         carrier_speed = max(carriers.values()) if carriers else None
         carrier_ratio = peak / max(carrier_speed, c.carrier_speed_floor) if carriers else None
         carrier_kept = carrier_ratio is None or carrier_ratio >= c.carrier_ratio
+        # Speed gain: the fastest the object moved in contact_window before onset.
+        arrived = float(self._speed[self._rows(onset - self._w_contact, onset - 1), col].max(initial=0.0))
+        gain_ratio = peak / max(arrived, c.gain_speed_floor)
+        gain_kept = not c.speed_gain or gain_ratio >= c.gain_ratio
         recent = self._pairs.between(onset - self._w_contact, onset)
         return {
             "body": names[body],
@@ -326,20 +334,22 @@ class ArtifactDetector:
             "speed_before": float(self._speed[onset - 1 - self._h0, col]),
             "peak_speed": peak,
             "peak_substep": peak_at,
-            **self._contact_at_onset(body, recent),
+            **self._contact_at_onset(body, recent, onset),
             "robot_contact": bool(((recent.bodies[:, 0] == body) & self._robot[recent.bodies[:, 1]]).any()
                                   or ((recent.bodies[:, 1] == body) & self._robot[recent.bodies[:, 0]]).any()),
             "ejection": {"confirmed": True, **confirmation},
             "gravity": {"drop_height": drop, "fall_speed": fall, "ratio": gravity_ratio, "kept": bool(gravity_kept)},
             "carrier": {"carriers": [names[i] for i in carriers], "speed": carrier_speed, "ratio": carrier_ratio,
                         "kept": bool(carrier_kept)},
-            "artifact": bool(gravity_kept and carrier_kept),
+            "gain": {"speed_before": arrived, "ratio": gain_ratio, "kept": bool(gain_kept), "applied": c.speed_gain},
+            "artifact": bool(gravity_kept and carrier_kept and gain_kept),
             "decided_substep": min(max(confirmation["substep"], onset + self._w_peak), last),
         }
 
-    def _contact_at_onset(self, body: int, recent: _Pairs) -> dict[str, Any]:
+    def _contact_at_onset(self, body: int, recent: _Pairs, onset: int) -> dict[str, Any]:
         """The contact that set the object moving: at the latest substep up to onset with a
-        contact of the object, the pair with the largest force."""
+        contact of the object, the pair with the largest force. With collision pieces, the
+        false-contact check of that contact, from the poses the substep began with."""
         mine = np.flatnonzero((recent.bodies[:, 0] == body) | (recent.bodies[:, 1] == body))
         if not len(mine):
             return {"partner": None, "partner_id": None, "contact": None}
@@ -347,10 +357,15 @@ class ArtifactDetector:
         i = int(latest[np.argmax(recent.abs_force[latest])])
         a, b = (int(x) for x in recent.bodies[i])
         partner = b if a == body else a
-        return {"partner": self.bodies.names[partner], "partner_id": partner, "contact": {
-            "substep": int(recent.sub[i]), "depth": float(recent.depth[i]),
-            "pieces": [int(p) for p in recent.pieces[i]], "normal": [float(x) for x in recent.normal[i]],
-            "force": float(recent.abs_force[i])}}
+        contact = {"substep": int(recent.sub[i]), "depth": float(recent.depth[i]),
+                   "pieces": [int(p) for p in recent.pieces[i]], "normal": [float(x) for x in recent.normal[i]],
+                   "force": float(recent.abs_force[i])}
+        if self.pieces is not None:
+            row = contact["substep"] - 1 - self._h0
+            poses = {int(tracked): np.concatenate([self._pos[row, c], self._quat[row, c]])
+                     for c, tracked in enumerate(self.tracked) if tracked in (body, partner)}
+            contact["false_contact"] = check_contact(self.pieces, contact, poses)
+        return {"partner": self.bodies.names[partner], "partner_id": partner, "contact": contact}
 
     # ------------------------------------------------------------------ flags
     def _flag(self, pairs: _Pairs, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
@@ -388,7 +403,7 @@ class ArtifactDetector:
         drop = keep_from - self._h0
         if drop <= max(256, len(self._pos) // 2):  # amortise: trim in large steps
             return
-        for name in ("_pos", "_vel", "_speed", "_dv", "_touch", "_touch_container"):
+        for name in ("_pos", "_quat", "_vel", "_speed", "_dv", "_touch", "_touch_container"):
             setattr(self, name, getattr(self, name)[drop:])
         self._h0 = keep_from
         self._pairs = self._pairs.since(keep_from)

@@ -11,6 +11,7 @@ import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
+from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import ContactPairs
 from simuguard_gym.recording.reader import Recording, load_recording
 
@@ -82,8 +83,10 @@ def detect(recording: Recording | str | os.PathLike[str], config: DetectorConfig
     for key in ("initial_body_pose", "initial_body_vel", "bodies", "tracked", "substep_dt"):
         if key not in rec.header:
             raise ValueError(f"{path or 'recording'}: header lacks {key!r}; it was not written by RecordPhysics")
+    pieces = rec.header.get("collision_pieces")
     detector = ArtifactDetector(rec.bodies, rec.tracked, rec.substep_dt, config=config, gravity=rec.gravity,
-                                initial_pose=rec.initial_body_pose, initial_vel=rec.initial_body_vel)
+                                initial_pose=rec.initial_body_pose, initial_vel=rec.initial_body_vel,
+                                pieces=CollisionPieces.from_dict(pieces) if pieces else None)
     if rec.substeps:
         offsets = rec.contact_offsets()
         for lo in range(0, rec.substeps, BATCH_SUBSTEPS):

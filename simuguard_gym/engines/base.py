@@ -251,8 +251,11 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
     """Return the adapter of ``env``'s simulator, creating it on first use.
 
     Gymnasium 1.x wrappers forward no attributes, so detection looks at ``env.unwrapped``:
-    ``sim`` (robosuite), ``model``/``data`` (Gymnasium ``MujocoEnv`` and compatible envs).
-    The adapter is cached on the unwrapped env, so stacked wrappers share one set of hooks.
+    ``sim`` (robosuite), ``model``/``data`` (Gymnasium ``MujocoEnv`` and compatible envs),
+    ``scene`` (SAPIEN with the PhysX CPU backend). The adapter is cached on the unwrapped env, so
+    stacked wrappers share one set of hooks. An env may name its roles in a
+    ``simuguard_task_spec`` attribute (a :class:`~simuguard_gym.TaskSpec`), used unless a
+    wrapper is given another.
 
     >>> import gymnasium as gym
     >>> from simuguard_gym.engines import adapter_for
@@ -280,6 +283,11 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
             "'sim' (robosuite), 'model'/'data' (Gymnasium MujocoEnv) or 'scene' (SAPIEN, PhysX CPU); "
             "pass adapter=... explicitly"
         )
+    default_spec = getattr(base, "simuguard_task_spec", None)
+    if default_spec is not None:  # the env names its own containers; a user's TaskSpec still wins
+        from simuguard_gym.task_spec import use_task_spec
+
+        use_task_spec(found, default_spec, default=True)
     setattr(base, _ADAPTER_ATTR, found)
     return found
 

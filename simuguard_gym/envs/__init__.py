@@ -15,6 +15,11 @@ _ENVS = {
                                        disable_env_checker=True),
     "simuguard_gym/PlaceCanBasket-v0": dict(entry_point="simuguard_gym.envs.place_can_basket:PlaceCanBasketEnv",
                                             max_episode_steps=90),
+    "simuguard_gym/PlaceCanBasket-MuJoCo-v0": dict(
+        entry_point="simuguard_gym.envs.place_can_basket_mujoco:PlaceCanBasketMujocoEnv", max_episode_steps=90),
+    "simuguard_gym/DropInBin-v0": dict(entry_point="simuguard_gym.envs.negatives:DropInBinEnv", max_episode_steps=50),
+    "simuguard_gym/ShoveBasket-v0": dict(entry_point="simuguard_gym.envs.negatives:ShoveBasketEnv",
+                                         max_episode_steps=60),
 }
 for _id, _kwargs in _ENVS.items():
     if _id not in registry:

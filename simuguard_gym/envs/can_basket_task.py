@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simuguard_gym.envs.can_basket_geometry import BASKET_INNER, CAN_HEIGHT, CAN_RADIUS, FLOOR_PIECE, inside_basket
+from simuguard_gym.envs.can_basket_geometry import (BASKET_INNER, CAN_HEIGHT, CAN_RADIUS, CAN_WEDGES, FLOOR_PIECE,
+                                                    inside_basket)
 
 #: Env steps of each phase of the placement (40 ms each).
 HOLD, MOVE, LOWER, OPEN, LIFT = 5, 20, 15, 5, 15
@@ -32,18 +33,20 @@ class PlacementPlan:
 
     @classmethod
     def draw(cls, rng: np.random.Generator, home: np.ndarray) -> "PlacementPlan":
-        """Near the centre or against a wall (1-8 mm gap), released 5-60 mm above the floor."""
+        """Near the centre or at a wall, released from up to 60 mm above the floor. Like a
+        policy's placements, some are a few millimetres off: pressed into the wall (gap down to
+        -6 mm) or into the floor (down to -4 mm), so the can starts its fall overlapping."""
         against_wall = bool(rng.random() < 0.5)
         if against_wall:
-            reach = BASKET_INNER / 2 - CAN_RADIUS - rng.uniform(0.001, 0.008)
+            reach = BASKET_INNER / 2 - CAN_RADIUS - rng.uniform(-0.006, 0.008)
             side = rng.integers(4)
             along = rng.uniform(-0.02, 0.02)
             xy = np.array([[reach, along], [-reach, along], [along, reach], [along, -reach]])[side]
         else:
             xy = rng.uniform(-0.015, 0.015, 2)
-        drop = rng.uniform(0.005, 0.060)
+        drop = rng.uniform(-0.004, 0.060)
         z = FLOOR_PIECE[2] + CAN_HEIGHT / 2 + drop
-        yaw = rng.uniform(-np.pi, np.pi)
+        yaw = rng.uniform(-np.pi, np.pi) / CAN_WEDGES  # every orientation of the can's pieces, by symmetry
         heading = rng.uniform(0, 2 * np.pi)
         drift = rng.uniform(0.0, 0.3) * np.array([np.cos(heading), np.sin(heading)])
         lag = int(rng.integers(0, OPEN))
@@ -64,13 +67,14 @@ class PlacementPlan:
         if t < LOWER:
             return np.array([*_lerp(carry, self.target, (t + 1) / LOWER), self.yaw, closed, closed])
         t -= LOWER
-        released = self.target + np.array([*self.drift * (OPEN + self.lag) * dt, 0.0])
-        if t < OPEN + self.lag:
-            s = (t + 1) / (OPEN + self.lag)
+        opening = OPEN + self.lag
+        released = self.target + np.array([*self.drift * opening * dt, 0.0])
+        if t < opening:
+            s = (t + 1) / opening
             first = closed + (OPEN_WIDTH - closed) * min((t + 1) / OPEN, 1.0)
             second = closed + (OPEN_WIDTH - closed) * min(max(t + 1 - self.lag, 0) / OPEN, 1.0)
             return np.array([*_lerp(self.target, released, s), self.yaw, first, second])
-        t -= OPEN + self.lag
+        t -= opening
         lifted = released + np.array([0.0, 0.0, 0.12])
         return np.array([*_lerp(released, lifted, min((t + 1) / LIFT, 1.0)), self.yaw, OPEN_WIDTH, OPEN_WIDTH])
 

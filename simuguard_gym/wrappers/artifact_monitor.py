@@ -9,6 +9,7 @@ import gymnasium as gym
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
+from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
@@ -21,6 +22,15 @@ ON_ARTIFACT = ("ignore", "truncate")
 #: Quiet substeps are decoded in batches of at most this many (0.5 s at a 2 ms substep): decoding
 #: costs a fixed ~100 us of numpy calls per batch, whatever its size.
 MAX_DEFERRED_SUBSTEPS = 256
+
+
+def collision_pieces(adapter: PhysicsAdapter) -> CollisionPieces | None:
+    """The scene's convex pieces, for adapters of engines that collide convex pieces (PhysX)."""
+    pieces = getattr(adapter, "collision_pieces", None)
+    if pieces is None:
+        return None
+    table = adapter.body_table()
+    return CollisionPieces.from_adapter(pieces(), adapter.piece_bodies, adapter.body_poses(), table.kinds)
 
 
 class ArtifactMonitor(gym.Wrapper):
@@ -88,7 +98,8 @@ class ArtifactMonitor(gym.Wrapper):
                                                     for i in self.tap.tracked]]
             self.detector = ArtifactDetector(
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
-                gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel)
+                gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
+                pieces=collision_pieces(self.adapter))
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.reset", error))
             self.tap.active = False
