@@ -41,6 +41,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
     p.set_defaults(run=_detect)
 
+    p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
+    p.add_argument("--poses", type=int, default=100, help="number of can poses (default 100)")
+    p.add_argument("--depth", type=float, nargs=2, default=(5.0, 30.0), metavar=("MIN_MM", "MAX_MM"),
+                   help="initial overlap range in mm (default 5 30)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.set_defaults(run=_stress)
+
     p = sub.add_parser("demo", help="the main job on a built-in task (arrives with the ArtifactMonitor work)")
     p.set_defaults(run=_demo)
 
@@ -195,6 +203,35 @@ def describe_report(report: Any) -> str:
             lines.append(f"  flag: {f['body']} {'non-finite' if f['non_finite'] else 'absurd'} state from substep "
                          f"{f['first_substep']} (peak {f['max_speed']:.1f} m/s)")
     return "\n".join(lines)
+
+
+def _stress(args: argparse.Namespace) -> int:
+    import json
+
+    from simuguard_gym.envs.stress import physx_available, stress
+
+    if args.poses < 1 or not 0 <= args.depth[0] <= args.depth[1]:
+        raise ValueError("need --poses >= 1 and 0 <= MIN_MM <= MAX_MM")
+    if not physx_available():
+        print("note: SAPIEN is not installed (pip install 'simuguard-gym[sapien]'): MuJoCo settings only",
+              file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        if done % 10 == 0 or done == total:
+            print(f"  {done}/{total} poses", file=sys.stderr, flush=True)
+
+    results = stress(args.poses, (args.depth[0] / 1000, args.depth[1] / 1000), seed=args.seed, progress=progress)
+    rows = [r.row() for r in results]
+    if args.json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    print(f"can at {args.poses} resting poses overlapping the basket by {args.depth[0]:g}-{args.depth[1]:g} mm, "
+          "0.5 s each; thrown: >= 1 m/s and >= 4 cm away")
+    print(f"{'engine and setting':<42} {'thrown %':>8} {'exit m/s':>9} {'dist cm':>8} {'removal ms':>11}")
+    for row in rows:
+        print(f"{row['setting']:<42} {row['thrown_pct']:>8.0f} {row['exit_speed']:>9.2f} {row['distance_cm']:>8.1f} "
+              f"{row['removal_ms']:>11.1f}")
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -60,39 +60,9 @@ class PlaceCanBasketEnv(gym.Env):
 
     # ------------------------------------------------------------------ scene
     def _build(self) -> None:
-        scene = sapien.Scene([_deterministic_system()])
-        scene.set_timestep(DT)
-        material = physx.PhysxMaterial(0.6, 0.5, 0.0)
-        grip = physx.PhysxMaterial(1.5, 1.5, 0.0)
-        scale = np.ones(3, np.float32)
-
-        def entity(name: str, component: Any, pose: sapien.Pose = sapien.Pose()) -> Any:
-            e = sapien.Entity()
-            e.set_name(name)
-            e.add_component(component)
-            e.set_pose(pose)
-            scene.add_entity(e)
-            return component
-
-        ground = physx.PhysxRigidStaticComponent()
-        ground.attach(physx.PhysxCollisionShapePlane(material))
-        entity("ground", ground, sapien.Pose([0, 0, 0], [0.7071068, 0, -0.7071068, 0]))
-        basket = physx.PhysxRigidStaticComponent()
-        for piece in basket_pieces():
-            basket.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
-        entity("basket", basket)
-        can = physx.PhysxRigidDynamicComponent()
-        for piece in can_pieces():
-            can.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
-        start = GRIPPER_HOME - np.array([0.0, 0.0, 0.0])
-        self.can = entity("can", can, sapien.Pose(start.astype(np.float32)))
-        can.set_mass(CAN_MASS)
-        if self.max_depenetration_velocity is not None:
-            can.set_max_depenetration_velocity(self.max_depenetration_velocity)
-        if self.solver_iterations is not None:
-            can.set_solver_position_iterations(self.solver_iterations)
-        self.gripper = self._build_gripper(scene, grip)
-        self.scene = scene
+        self.scene, self.can = can_basket_scene(GRIPPER_HOME, max_depenetration_velocity=self.max_depenetration_velocity,
+                                                solver_iterations=self.solver_iterations)
+        self.gripper = self._build_gripper(self.scene, physx.PhysxMaterial(1.5, 1.5, 0.0))
 
     def _build_gripper(self, scene: sapien.Scene, grip: physx.PhysxMaterial) -> physx.PhysxArticulation:
         builder = scene.create_articulation_builder()
@@ -195,4 +165,40 @@ def _deterministic_system() -> physx.PhysxCpuSystem:
         return physx.PhysxCpuSystem()
     finally:
         physx.set_scene_config(previous)
+
+
+def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0, 0.0, 0.0, 0.0), *,
+                     max_depenetration_velocity: float | None = None, solver_iterations: int | None = None
+                     ) -> tuple[sapien.Scene, physx.PhysxRigidDynamicComponent]:
+    """Ground, the static basket at the origin and the can at the given pose (collision only)."""
+    scene = sapien.Scene([_deterministic_system()])
+    scene.set_timestep(DT)
+    material = physx.PhysxMaterial(0.6, 0.5, 0.0)
+    scale = np.ones(3, np.float32)
+
+    def entity(name: str, component: Any, pose: sapien.Pose = sapien.Pose()) -> Any:
+        e = sapien.Entity()
+        e.set_name(name)
+        e.add_component(component)
+        e.set_pose(pose)
+        scene.add_entity(e)
+        return component
+
+    ground = physx.PhysxRigidStaticComponent()
+    ground.attach(physx.PhysxCollisionShapePlane(material))
+    entity("ground", ground, sapien.Pose([0, 0, 0], [0.7071068, 0, -0.7071068, 0]))
+    basket = physx.PhysxRigidStaticComponent()
+    for piece in basket_pieces():
+        basket.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
+    entity("basket", basket)
+    can = physx.PhysxRigidDynamicComponent()
+    for piece in can_pieces():
+        can.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
+    entity("can", can, sapien.Pose(np.asarray(can_position, np.float32), np.asarray(can_quaternion, np.float32)))
+    can.set_mass(CAN_MASS)
+    if max_depenetration_velocity is not None:
+        can.set_max_depenetration_velocity(max_depenetration_velocity)
+    if solver_iterations is not None:
+        can.set_solver_position_iterations(solver_iterations)
+    return scene, can
 

@@ -28,8 +28,8 @@ def _mesh(name: str, vertices: np.ndarray) -> str:
     return f'<mesh name="{name}" vertex="{" ".join(f"{v:.9g}" for v in vertices.reshape(-1))}"/>'
 
 
-def scene_xml() -> str:
-    """The MJCF of the scene: floor, basket, can and the gripper with its actuators."""
+def scene_xml(gripper: bool = True) -> str:
+    """The MJCF of the scene: floor, basket, can and (optionally) the gripper with its actuators."""
     can, basket = can_pieces(), basket_pieces()
     assets = [_mesh(f"can{i}", p.vertices) for i, p in enumerate(can)]
     assets += [_mesh(f"basket{i}", p.vertices) for i, p in enumerate(basket)]
@@ -37,6 +37,11 @@ def scene_xml() -> str:
     can_geoms = "".join(f'<geom type="mesh" mesh="can{i}" mass="{piece_mass:.9g}"/>' for i in range(len(can)))
     basket_geoms = "".join(f'<geom type="mesh" mesh="basket{i}"/>' for i in range(len(basket)))
     fx, fy, fz = FINGER
+    if not gripper:
+        return f"""<mujoco model="can_basket"><option timestep="{DT}"/>
+  <default><geom friction="0.6 0.005 0.0001"/></default><asset>{''.join(assets)}</asset>
+  <worldbody><geom name="ground" type="plane" size="1 1 0.1"/><body name="basket">{basket_geoms}</body>
+    <body name="can"><freejoint name="can"/>{can_geoms}</body></worldbody></mujoco>"""
     return f"""<mujoco model="place_can_basket">
   <option timestep="{DT}"/>
   <default><geom friction="0.6 0.005 0.0001"/></default>

@@ -1,0 +1,127 @@
+"""The stress test of SimuGuard D.2: how each engine removes a real overlap of can and basket.
+
+N random resting poses of the can overlapping the basket (uniformly random orientation,
+position within 3 cm horizontally of a reference resting point against the wall, from 3 cm below
+to 1 cm above it), each run for 0.5 s from rest in PhysX and in MuJoCo, with identical pieces,
+masses and 4 ms step, under each setting. A pose's initial overlap is the deepest penetration
+MuJoCo's exact convex collision finds before the first step; poses outside the requested depth
+range are redrawn. Thrown: peak speed >= 1 m/s and >= 4 cm from the start at the end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import mujoco
+import numpy as np
+
+from simuguard_gym.envs.can_basket_geometry import CAN_HEIGHT, FLOOR_PIECE
+from simuguard_gym.envs.place_can_basket_mujoco import scene_xml
+
+REFERENCE = np.array([0.018, 0.0, FLOOR_PIECE[2] + CAN_HEIGHT / 2])
+SECONDS = 0.5
+DT = 0.004
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One engine and one parameter, e.g. PhysX with depenetration limited to 1 m/s."""
+
+    name: str
+    engine: str  # "physx" or "mujoco"
+    depenetration: float | None = None  # PhysX max depenetration velocity (m/s)
+    timeconst: float | None = None  # MuJoCo contact time constant (s)
+
+
+SETTINGS = (
+    Setting("PhysX, default", "physx"),
+    Setting("PhysX, depenetration <= 1 m/s", "physx", depenetration=1.0),
+    Setting("PhysX, depenetration <= 0.1 m/s", "physx", depenetration=0.1),
+    Setting("MuJoCo, default (time constant 20 ms)", "mujoco"),
+    Setting("MuJoCo, time constant 8 ms", "mujoco", timeconst=0.008),
+)
+
+
+@dataclass
+class SettingResult:
+    setting: Setting
+    overlap: list[float] = field(default_factory=list)  # m
+    peak: list[float] = field(default_factory=list)  # m/s
+    distance: list[float] = field(default_factory=list)  # m
+
+    @property
+    def thrown(self) -> np.ndarray:
+        return (np.asarray(self.peak) >= 1.0) & (np.asarray(self.distance) >= 0.04)
+
+    def row(self) -> dict[str, float | str]:
+        peak, overlap = np.asarray(self.peak), np.asarray(self.overlap)
+        return {"setting": self.setting.name, "poses": len(peak), "thrown_pct": 100 * float(self.thrown.mean()),
+                "exit_speed": float(np.mean(peak)), "distance_cm": 100 * float(np.mean(self.distance)),
+                "removal_ms": 1000 * float(np.median(overlap / np.maximum(peak, 1e-6)))}
+
+
+def physx_available() -> bool:
+    return importlib.util.find_spec("sapien") is not None
+
+
+def draw_poses(n: int, depth: tuple[float, float], seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray, float]]:
+    """Can poses (position, quaternion w x y z, initial overlap) with overlap within ``depth``."""
+    model = mujoco.MjModel.from_xml_string(scene_xml(gripper=False))
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(seed)
+    found = 0
+    for _ in range(200 * n):
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        p = REFERENCE + np.array([*rng.uniform(-0.03, 0.03, 2), rng.uniform(-0.03, 0.01)])
+        data.qpos[:7] = [*p, *q]
+        mujoco.mj_forward(model, data)
+        overlap = float(-data.contact.dist[:data.ncon].min()) if data.ncon else 0.0
+        if depth[0] <= overlap <= depth[1]:
+            found += 1
+            yield p, q, overlap
+            if found == n:
+                return
+    raise RuntimeError(f"found only {found} poses with an overlap in {depth} m")
+
+
+def run_pose(setting: Setting, position: np.ndarray, quaternion: np.ndarray) -> tuple[float, float]:
+    """Peak speed (m/s) and final distance from the start (m) of the can over SECONDS."""
+    steps = int(round(SECONDS / DT))
+    if setting.engine == "physx":
+        from simuguard_gym.envs.place_can_basket import can_basket_scene
+
+        scene, can = can_basket_scene(position, quaternion, max_depenetration_velocity=setting.depenetration)
+        peak = 0.0
+        for _ in range(steps):
+            scene.step()
+            peak = max(peak, float(np.linalg.norm(can.linear_velocity)))
+        return peak, float(np.linalg.norm(np.asarray(can.entity_pose.p) - position))
+    model = mujoco.MjModel.from_xml_string(scene_xml(gripper=False))
+    if setting.timeconst is not None:
+        model.geom_solref[:, 0] = setting.timeconst
+    data = mujoco.MjData(model)
+    data.qpos[:7] = [*position, *quaternion]
+    peak = 0.0
+    for _ in range(steps):
+        mujoco.mj_step(model, data)
+        peak = max(peak, float(np.linalg.norm(data.qvel[:3])))
+    return peak, float(np.linalg.norm(data.qpos[:3] - position))
+
+
+def stress(n: int = 100, depth: tuple[float, float] = (0.005, 0.03), settings: tuple[Setting, ...] = SETTINGS,
+           seed: int = 0, progress: Callable[[int, int], None] | None = None) -> list[SettingResult]:
+    """Run every setting on the same ``n`` poses (PhysX settings are skipped without SAPIEN)."""
+    usable = [s for s in settings if s.engine == "mujoco" or physx_available()]
+    results = [SettingResult(s) for s in usable]
+    for i, (position, quaternion, overlap) in enumerate(draw_poses(n, depth, seed)):
+        for result in results:
+            peak, distance = run_pose(result.setting, position, quaternion)
+            result.overlap.append(overlap)
+            result.peak.append(peak)
+            result.distance.append(distance)
+        if progress is not None:
+            progress(i + 1, n)
+    return results
