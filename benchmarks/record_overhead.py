@@ -43,7 +43,26 @@ def candidates() -> dict[str, Callable[[], gym.Env]]:
                                                          lite_physics=False, horizon=10**6)
     except Exception:  # noqa: BLE001 - robosuite extra absent (mujoco >= 3.10)
         pass
+    try:
+        import sapien  # noqa: F401
+
+        envs["SAPIEN PlaceCanBasket-v0 (one can, scripted)"] = lambda: gym.make("simuguard_gym/PlaceCanBasket-v0")
+    except Exception:  # noqa: BLE001 - sapien extra absent
+        pass
+    envs["MuJoCo PlaceCanBasket-MuJoCo-v0 (scripted)"] = lambda: gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0")
     return envs
+
+
+def scripted_actions(env: gym.Env, steps: int) -> np.ndarray | None:
+    """The env's own scripted actions (seed 0) when it has them, else None."""
+    if not hasattr(env.unwrapped, "expert_action"):
+        return None
+    env.reset(seed=0)
+    actions = []
+    for _ in range(steps):
+        actions.append(env.unwrapped.expert_action())
+        env.step(actions[-1])
+    return np.array(actions)
 
 
 def timed_run(env: gym.Env, actions: np.ndarray, seed: int) -> float:
@@ -59,13 +78,15 @@ def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, 
     directory = tempfile.mkdtemp(prefix="simuguard-bench-")
     recorded = RecordPhysics(make(), directory)
     plain.action_space.seed(0)
-    actions = np.array([plain.action_space.sample() for _ in range(steps)])
+    scripted = scripted_actions(plain, min(steps, getattr(plain.spec, "max_episode_steps", None) or steps))
+    actions = scripted if scripted is not None else np.array([plain.action_space.sample() for _ in range(steps)])
     timed_run(plain, actions[: min(20, steps)], 0)  # warm caches and JIT (robosuite's numba)
     timed_run(recorded, actions[: min(20, steps)], 0)
     off, on = [], []
     for r in range(repeats):
-        off.append(timed_run(plain, actions, r))
-        on.append(timed_run(recorded, actions, r))
+        seed = 0 if scripted is not None else r  # a scripted run replays its own seed
+        off.append(timed_run(plain, actions, seed))
+        on.append(timed_run(recorded, actions, seed))
     recorded.reset(seed=99)  # closes the last measured episode
     recorded.close()
     plain.close()

@@ -43,6 +43,14 @@ def test_mujoco_placement_succeeds_and_replays(record_dir):
     assert rec.substeps == 900 and replay(rec).exact
 
 
+def test_the_physx_artifact_seed_is_clean_in_mujoco():
+    """Seed 116 ends with a false-contact ejection in PhysX 5.3.1 (tests/test_sapien.py); the
+    same placement in MuJoCo rests in the basket."""
+    env = ArtifactMonitor(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0"))
+    info = run(env, 116)
+    assert info["success"] and not info["simuguard"]["artifact"]
+
+
 @pytest.mark.parametrize("name", ["simuguard_gym/DropInBin-v0", "simuguard_gym/ShoveBasket-v0"])
 def test_negatives_have_no_artifact_after_all_stages(name):
     """Fast motion that gravity (drops) or a carrier (shoves) explains: flagged by the first

@@ -16,7 +16,7 @@ from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording
 from simuguard_gym.engines.sapien import SapienAdapter  # noqa: E402
 from simuguard_gym.wrappers.info_key import INFO_KEY  # noqa: E402
 
-ARTIFACT_SEED = 33  # a seed whose placement PhysX 5.3.1 ends with an ejection
+ARTIFACT_SEED = 116  # PhysX 5.3.1 reports a 21 mm overlap of pieces 4.7 mm apart and throws the can
 
 
 def run_placement(env, seed):
@@ -40,6 +40,10 @@ def recorded(tmp_path_factory):
 def test_placement_has_an_artifact_and_replays_bit_exact(recorded):
     recs, infos = recorded
     assert infos[ARTIFACT_SEED][INFO_KEY]["artifact"] and not infos[1][INFO_KEY]["artifact"]
+    (event,) = infos[ARTIFACT_SEED][INFO_KEY]["events"]
+    check = event["contact"]["false_contact"]
+    assert event["partner"] == "basket" and event["peak_speed"] > 2.0 and not event["robot_contact"]
+    assert check["false_contact"] and check["reported_depth"] > 0.015 and check["true_gap"] > 0.002
     assert infos[1]["success"] and not infos[ARTIFACT_SEED]["success"]
     for seed, rec in recs.items():
         assert rec.header["engine"] == "sapien-physx" and rec.substeps == 900

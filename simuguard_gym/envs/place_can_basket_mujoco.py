@@ -22,6 +22,13 @@ SUBSTEPS = 10
 GRIPPER_HOME = np.array([-0.18, 0.0, 0.16])
 FINGER = np.array([0.008, 0.006, 0.030])
 PALM_OFFSET = 0.055  # palm box centre above the fingers (CAN_HEIGHT / 2 + 0.03)
+#: The finger pads' contact time constant: the stiffest MuJoCo allows at this step (2 dt). With the
+#: default 20 ms the squeezing pads sink millimetres into the can and, when one opens first, the
+#: other releases that overlap as a push (the soft-contact twin of PhysX's depenetration).
+PAD_SOLREF = f"{2 * DT} 1"
+#: Finger drive stiffness (N/m). Soft contact needs less squeeze than PhysX's hard contact (800 there)
+#: to hold a 10 g can; more only stores overlap that the opening fingers release as a push.
+PAD_KP = 200
 
 
 def _mesh(name: str, vertices: np.ndarray) -> str:
@@ -59,9 +66,9 @@ def scene_xml(gripper: bool = True) -> str:
           <body name="gripper_wrist" gravcomp="1"><joint name="yaw" type="hinge" axis="0 0 1" damping="5"/>
             <geom type="box" pos="0 0 {PALM_OFFSET}" size="0.02 0.03 0.01" mass="0.2"/>
             <body name="finger_left" gravcomp="1"><joint name="finger_left" type="slide" axis="0 1 0" damping="40"/>
-              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001"/></body>
+              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{PAD_SOLREF}"/></body>
             <body name="finger_right" gravcomp="1"><joint name="finger_right" type="slide" axis="0 -1 0" damping="40"/>
-              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001"/></body>
+              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{PAD_SOLREF}"/></body>
           </body>
         </body>
       </body>
@@ -70,8 +77,8 @@ def scene_xml(gripper: bool = True) -> str:
   <actuator>
     <position joint="slide_x" kp="3000"/><position joint="slide_y" kp="3000"/><position joint="slide_z" kp="3000"/>
     <position joint="yaw" kp="50"/>
-    <position joint="finger_left" kp="800" forcerange="-20 20" forcelimited="true"/>
-    <position joint="finger_right" kp="800" forcerange="-20 20" forcelimited="true"/>
+    <position joint="finger_left" kp="{PAD_KP}" forcerange="-20 20" forcelimited="true"/>
+    <position joint="finger_right" kp="{PAD_KP}" forcerange="-20 20" forcelimited="true"/>
   </actuator>
 </mujoco>"""
 
