@@ -1,0 +1,63 @@
+"""Scoring with the paper's own numbers (SimuGuard 3.6 and Table 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simuguard_gym.scoring import Episode, compare, score, score_by_task, sign_test, wilson
+
+
+def papers_episodes():
+    """100 episodes, 89 successes; 12 flagged: 10 failures (8 pass on rerun) and 2 successes (kept)."""
+    return ([Episode(True, task="place")] * 87 + [Episode(False, task="place")]
+            + [Episode(False, True, True, True, task="place")] * 8
+            + [Episode(False, True, False, True, task="place")] * 2
+            + [Episode(True, True, True, True, task="place")] * 2)
+
+
+def test_the_papers_estimates():
+    s = score(papers_episodes())
+    assert (s.n, s.flagged) == (100, 12)
+    assert s.as_run.successes == 89 and s.replay_corrected.successes == 97
+    assert (s.excluded.successes, s.excluded.n) == (87, 88) and s.excluded.value == pytest.approx(0.989, abs=5e-4)
+    assert s.lower.value == pytest.approx(0.87) and s.upper.value == pytest.approx(0.99)
+    lo, hi = s.as_run.interval
+    assert lo < 0.89 < hi and hi - lo < 0.15
+
+
+def test_unverified_reruns_are_not_evidence():
+    eps = papers_episodes()
+    eps[90] = Episode(False, True, True, False, task="place")  # a rerun whose prefix diverged
+    s = score(eps)
+    assert s.replay_corrected.successes == 96 and s.reruns_unverified == 1
+
+
+def test_the_papers_sign_test():
+    assert sign_test(8, 2) == pytest.approx(0.109, abs=1e-3)
+    assert sign_test(0, 0) == 1.0 and sign_test(5, 5) == 1.0
+
+
+def test_wilson_edges():
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    lo, hi = wilson(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+
+
+def test_paired_comparison_on_shared_seeds():
+    a = {("place", s): s % 10 != 0 for s in range(100)}
+    b = {("place", s): s % 4 != 0 for s in range(100)}
+    b[("place", 999)] = True  # only in b: not a pair
+    c = compare(a, b)
+    assert c.pairs == 100 and c.a_only == 20 and c.b_only == 5
+    assert c.difference_low < c.difference < c.difference_high
+    assert c.p_value == pytest.approx(sign_test(20, 5))
+
+
+def test_by_task_and_bad_input():
+    eps = [Episode(True, task="a"), Episode(False, True, task="b")]
+    by = score_by_task(eps)
+    assert set(by) == {"a", "b", "all"} and by["b"].replay_corrected is None
+    with pytest.raises(ValueError, match="no episodes"):
+        score([])
+    with pytest.raises(ValueError, match="share no"):
+        compare({("a", 1): True}, {("a", 2): True})
