@@ -41,6 +41,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
     p.set_defaults(run=_detect)
 
+    p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
+    p.add_argument("file")
+    p.add_argument("--intervention", required=True,
+                   help="e.g. depenetration=1.0, timeconst=0.008, mass=can:0.1, iterations=32, offset=0.001")
+    p.add_argument("--switch", choices=("before-onset", "start"), default="before-onset")
+    p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
+    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_rerun)
+
     p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
     p.add_argument("--poses", type=int, default=100, help="number of can poses (default 100)")
     p.add_argument("--depth", type=float, nargs=2, default=(5.0, 30.0), metavar=("MIN_MM", "MAX_MM"),
@@ -203,6 +213,29 @@ def describe_report(report: Any) -> str:
             lines.append(f"  flag: {f['body']} {'non-finite' if f['non_finite'] else 'absurd'} state from substep "
                          f"{f['first_substep']} (peak {f['max_speed']:.1f} m/s)")
     return "\n".join(lines)
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    import json
+
+    from simuguard_gym.replay.rerun import rerun
+
+    env_fn = _load_callable(args.env_fn) if args.env_fn else None
+    result = rerun(args.file, args.intervention, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn)
+    if args.json:
+        print(json.dumps(result.to_dict()))
+        return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"rerun      {result.intervention} from substep {result.switch_substep} ({result.switch})"
+          + ("" if result.simulation_parameter else "  [not a simulation parameter]"))
+    print(f"prefix     {'bit-exact' if result.prefix_exact else 'DIVERGED at ' + str(result.divergence)}"
+          + ("" if result.prefix_exact else ": the rerun is not evidence"))
+    print(f"success    recorded {result.recorded_success}, rerun {result.success} ({result.substeps} substeps)")
+    if result.body is not None:
+        print(f"peak       {result.body}: {result.recorded_peak_speed:.2f} m/s as recorded, "
+              f"{result.peak_speed:.2f} m/s in the rerun (after the switch)")
+    return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
 
 
 def _stress(args: argparse.Namespace) -> int:

@@ -302,6 +302,42 @@ class SapienAdapter:
         check = getattr(self._owner, "_check_success", None)
         return None if check is None else bool(check())
 
+    # ------------------------------------------------------------------ interventions
+    def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
+        """Change one physics parameter of ``bodies`` (ids) from now on; returns a note or None."""
+        components = [self._components[int(b)] for b in bodies]
+        moving = [c for c in components if not isinstance(c, physx.PhysxRigidStaticComponent)]
+        if name == "depenetration":
+            for c in moving:
+                c.set_max_depenetration_velocity(float(value))
+        elif name == "mass":
+            for c in moving:
+                ratio = float(value) / float(c.mass) if c.mass > 0 else 1.0
+                c.set_mass(float(value))
+                c.set_inertia(np.asarray(c.inertia, np.float32) * np.float32(ratio))
+            self._cmass = None
+        elif name == "iterations":
+            for c in moving:
+                if isinstance(c, physx.PhysxRigidDynamicComponent):
+                    c.set_solver_position_iterations(int(value))
+        elif name == "offset":
+            for c in components:
+                for shape in c.collision_shapes:
+                    shape.set_contact_offset(float(value))
+        else:
+            raise ValueError(f"{name} is not a PhysX parameter (PhysX takes depenetration, mass, iterations, offset)")
+        return None
+
+    def clamp_speeds(self, bodies: np.ndarray, limit: float) -> None:
+        """Scale down the linear velocity of dynamic ``bodies`` faster than ``limit`` (m/s)."""
+        for b in bodies:
+            c = self._components[int(b)]
+            if isinstance(c, physx.PhysxRigidDynamicComponent) and not c.kinematic:
+                v = np.asarray(c.linear_velocity, np.float64)
+                speed = float(np.linalg.norm(v))
+                if speed > limit:
+                    c.set_linear_velocity((v * limit / speed).astype(np.float32))
+
     # ------------------------------------------------------------------ bodies
     def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Poses (n, len(ids), 7: position, quaternion w x y z) and centre-of-mass velocities

@@ -71,14 +71,14 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     """
     rec = recording if isinstance(recording, Recording) else load_recording(recording)
     header = rec.header
-    env = env_fn() if env_fn is not None else _make_env(header)
+    env = env_fn() if env_fn is not None else make_env(header)
     try:
         return _replay_in(env, rec, stop_at_divergence, adapter)
     finally:
         env.close()
 
 
-def _make_env(header: dict[str, Any]) -> gym.Env:
+def make_env(header: dict[str, Any]) -> gym.Env:
     env_info = header.get("env") or {}
     env_id = env_info.get("id")
     if not env_id:
@@ -94,32 +94,11 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     header = rec.header
     result = ReplayResult(exact=False, substeps=0, recorded_substeps=rec.substeps,
                           recorded_success=(rec.footer or {}).get("success"))
-    if rec.errors:
-        result.notes.append(f"the recording holds {len(rec.errors)} hook error(s)")
-    env.reset(seed=header.get("seed"), options=header.get("options"))
-    adapter = adapter_for(env, adapter)
-    adapter.refresh()
-    if adapter.engine != header.get("engine"):
-        result.divergence = Divergence(0, "engine", detail=f"recorded {header.get('engine')}, replay {adapter.engine}")
+    prepared = prepare(env, rec, adapter, result.notes)
+    if isinstance(prepared, Divergence):
+        result.divergence = prepared
         return result
-    if adapter.engine_version != header.get("engine_version"):
-        result.notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
-                            f"replay {adapter.engine_version}")
-    if adapter.model_fingerprint() != header.get("model_fingerprint"):
-        result.divergence = Divergence(0, "model", detail="the rebuilt scene's model differs from the recorded one "
-                                       "(seed not honoured, or different env kwargs/version)")
-        return result
-    adapter.set_body_table(BodyTable.from_dict(header["bodies"]))
-    state = np.empty(sum(c.size for c in adapter.state_layout()))
-    adapter.read_state(state)
-    recorded_initial = rec.initial_state
-    if state.size != recorded_initial.size:
-        result.divergence = Divergence(0, "state layout", detail="state sizes differ")
-        return result
-    if state.tobytes() != recorded_initial.tobytes():
-        adapter.write_state(recorded_initial.copy())
-        result.initial_state_restored = True
-        result.notes.append("the reset did not reproduce the recorded initial state; it was written back")
+    adapter, state, result.initial_state_restored = prepared
 
     checker = _ChunkChecker(rec)
     recorder = SubstepRecorder(adapter, checker, snapshot_every=int(header["snapshot_every"]),
@@ -144,9 +123,43 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     return result
 
 
+def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes: list[str]
+            ) -> Divergence | tuple[PhysicsAdapter, np.ndarray, bool]:
+    """Reset ``env`` as recorded and check it is the recorded scene: the adapter, a state buffer
+    and whether the initial state had to be written back; or the divergence that stops it."""
+    header = rec.header
+    if rec.errors:
+        notes.append(f"the recording holds {len(rec.errors)} hook error(s)")
+    env.reset(seed=header.get("seed"), options=header.get("options"))
+    adapter = adapter_for(env, adapter)
+    adapter.refresh()
+    if adapter.engine != header.get("engine"):
+        return Divergence(0, "engine", detail=f"recorded {header.get('engine')}, replay {adapter.engine}")
+    if adapter.engine_version != header.get("engine_version"):
+        notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
+                     f"replay {adapter.engine_version}")
+    if adapter.model_fingerprint() != header.get("model_fingerprint"):
+        return Divergence(0, "model", detail="the rebuilt scene's model differs from the recorded one "
+                          "(seed not honoured, or different env kwargs/version)")
+    adapter.set_body_table(BodyTable.from_dict(header["bodies"]))
+    state = np.empty(sum(c.size for c in adapter.state_layout()))
+    adapter.read_state(state)
+    recorded_initial = rec.initial_state
+    if state.size != recorded_initial.size:
+        return Divergence(0, "state layout", detail="state sizes differ")
+    restored = state.tobytes() != recorded_initial.tobytes()
+    if restored:
+        adapter.write_state(recorded_initial.copy())
+        notes.append("the reset did not reproduce the recorded initial state; it was written back")
+    return adapter, state, restored
+
+
 def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,
-           state: np.ndarray) -> None:
-    """Re-apply the recorded writes and run every substep as the env did."""
+           state: np.ndarray, before: Callable[[int], None] | None = None,
+           after: Callable[[int], bool] | None = None) -> None:
+    """Re-apply the recorded writes and run every substep as the env did. ``before(k)`` runs
+    before substep k's writes (a rerun switches its intervention on there); ``after(k)``
+    returning True stops the run (a rerun stops at the first success)."""
     cols = rec.columns
     layout = rec.state_layout
     slices = [np.arange(c.offset, c.offset + c.size) for c in layout]
@@ -170,9 +183,13 @@ def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", st
 
     split = cols["split"]
     for k in range(rec.substeps):
+        if before is not None:
+            before(k)
         apply("start", k)
         adapter.run_substep(bool(split[k]), lambda k=k: apply("mid", k))
         if stop and checker.first is not None:
+            return
+        if after is not None and after(k):
             return
 
 
@@ -266,12 +283,16 @@ def _first_row_diff(replayed: np.ndarray, recorded: np.ndarray) -> tuple[int | N
 
 def _first_segment_diff(replayed: np.ndarray, recorded: np.ndarray, offsets: np.ndarray) -> int | None:
     """Index of the first segment (substep) whose elements differ; ``offsets`` bound the segments."""
-    if replayed.shape != recorded.shape:
-        # Lengths differ: the first segment whose end disagrees is where the streams part.
+    if replayed.shape[1:] != recorded.shape[1:]:
         return 0
-    if replayed.size == 0:
+    common = min(len(replayed), len(recorded))
+    if replayed.size == 0 and recorded.size == 0:
         return None
-    diff = _bits(replayed) != _bits(recorded)
+    # Different lengths (one run wrote more): compare the common prefix; where it agrees, the
+    # streams part where the shorter one ends.
+    diff = _bits(replayed[:common]) != _bits(recorded[:common])
+    if len(replayed) != len(recorded):
+        diff = np.concatenate([diff, np.ones((1,) + diff.shape[1:], bool)])
     if diff.ndim > 1:
         diff = diff.reshape(diff.shape[0], -1).any(axis=1)
     where = np.flatnonzero(diff)

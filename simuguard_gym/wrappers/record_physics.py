@@ -70,6 +70,7 @@ class RecordPhysics(gym.Wrapper):
         self._writer: RecordingWriter | None = None
         self._errors: list[dict[str, Any]] = []
         self._steps = 0
+        self._step_ends: list[int] = []  # substeps recorded when each env step returned
         #: Paths of the recordings finished so far, oldest first.
         self.paths: list[Path] = []
 
@@ -78,7 +79,7 @@ class RecordPhysics(gym.Wrapper):
               ) -> tuple[Any, dict[str, Any]]:
         self._finish(ended="reset", success=None, terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._errors, self._steps = [], 0
+        self._errors, self._steps, self._step_ends = [], 0, []
         try:
             self._begin(seed, options)
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
@@ -89,6 +90,7 @@ class RecordPhysics(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
+        self._step_ends.append(self.recorder.substep)
         fields: dict[str, Any] = {"substeps": self.recorder.substep, "errors": list(self._errors)}
         if terminated or truncated:
             path = self._finish(ended="terminated" if terminated else "truncated",
@@ -167,7 +169,8 @@ class RecordPhysics(gym.Wrapper):
         try:
             self.recorder.finish()
             footer = {"steps": self._steps, "success": success, "terminated": terminated,
-                      "truncated": truncated, "ended": ended, "errors": len(self._errors)}
+                      "truncated": truncated, "ended": ended, "errors": len(self._errors),
+                      "step_substeps": list(self._step_ends)}
             for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's events
                 footer.update(annotator.recording_footer())
             path = writer.close(footer)
