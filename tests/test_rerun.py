@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import artifact_scenes as scenes
-from simuguard_gym import ArtifactMonitor, RecordPhysics, load_recording
+from simuguard_gym import ArtifactMonitor, DepenetrationRerun, RecordPhysics, load_recording
 from simuguard_gym.cli import main
 from simuguard_gym.replay import Intervention, rerun
 from simuguard_gym.scoring import Episode, score
@@ -86,14 +86,52 @@ def test_depenetration_rerun_flips_the_physx_false_contact(tmp_path):
     depenetration limit of 1 m/s is switched on 0.1 s before the onset; the prefix is exact."""
     import simuguard_gym.envs  # noqa: F401
 
-    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path))
+    env = DepenetrationRerun(gym.make("simuguard_gym/PlaceCanBasket-v0"), directory=tmp_path)
     env.reset(seed=116)
     for _ in range(90):
-        env.step(env.unwrapped.expert_action())
+        *_, info = env.step(env.unwrapped.expert_action())
     env.close()
-    rec = load_recording(env.env.paths[0])
-    result = rerun(rec, "depenetration=1.0")
-    assert result.prefix_exact and result.recorded_success is False and result.success is True
-    assert result.switch_substep == rec.footer["detector"]["events"][0]["onset_substep"] - 25
-    assert result.peak_speed < 1.0 < 3.0 < result.recorded_peak_speed
+    assert info["success"] is False and info["simuguard"]["corrected_success"] is True
+    found = info["simuguard"]["rerun"]
+    rec = load_recording(info["simuguard"]["recording"])
+    assert found["prefix_exact"] and found["success"] is True
+    assert found["switch_substep"] == rec.footer["detector"]["events"][0]["onset_substep"] - 25
+    assert found["peak_speed"] < 1.0 < 3.0 < found["recorded_peak_speed"]
     assert rerun(rec, "mass=can:0.1").peak_speed > 2.0  # a heavier can is thrown all the same (paper D.3)
+
+
+def test_depenetration_rerun_wrapper_changes_nothing_in_the_evaluation(tmp_path):
+    """A seeded loop of 20 episodes, every one with an artifact and so a rerun: observations,
+    rewards, flags, infos (outside the simuguard key) and the env's RNG are those without the wrapper."""
+    xml, actions = scenes.created_inside_floor(depth=0.03)
+    make = lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP,  # noqa: E731
+                            reset_noise=0.002, max_episode_steps=30)
+    plain = make()
+    wrapped = DepenetrationRerun(make(), "timeconst=0.02@can", switch="start", success_fn=can_in_place,
+                                 directory=tmp_path)
+    finals = []
+    for env in (plain, wrapped):
+        steps = []
+        for episode in range(20):
+            steps.append(env.reset(seed=100 + episode))
+            for action in actions[:30]:
+                steps.append(env.step(action))
+        finals.append(steps)
+        rng_state = env.unwrapped.np_random.bit_generator.state
+        env.close()
+    off, on = finals
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:-1] == b[1:-1]
+        assert {k: v for k, v in b[-1].items() if k != "simuguard"} == a[-1]
+    assert plain.unwrapped.np_random.bit_generator.state == rng_state
+    ends = [s[-1]["simuguard"] for s in on if len(s) == 5 and s[3]]
+    assert len(ends) == 20 and all(e["rerun"]["prefix_exact"] for e in ends)
+    assert all(e["corrected_success"] is e["rerun"]["success"] for e in ends)
+    assert sum(e["corrected_success"] for e in ends) >= 15  # the slow time constant keeps the can in place
+
+
+def test_depenetration_rerun_refuses_what_cannot_work():
+    xml, _ = scenes.created_inside_floor()
+    with pytest.raises(ValueError, match="depenetration does not exist in mujoco .MuJoCo: try timeconst"):
+        DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml))

@@ -1,0 +1,112 @@
+"""DepenetrationRerun: rerun every episode that had a contact artifact, with one parameter changed."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, SupportsFloat
+
+import gymnasium as gym
+
+from simuguard_gym.engines.base import HookError, adapter_for
+from simuguard_gym.replay.interventions import Intervention
+from simuguard_gym.replay.rerun import SWITCHES, rerun
+from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
+from simuguard_gym.wrappers.info_key import INFO_KEY, success_from_info, with_simuguard
+from simuguard_gym.wrappers.record_physics import RecordPhysics
+
+logger = logging.getLogger(__name__)
+
+
+class DepenetrationRerun(gym.Wrapper):
+    """At the end of an episode with a contact artifact, rerun it with ``intervention`` switched
+    on (by default 0.1 s before the artifact's onset) and report the corrected outcome.
+
+    The final step's ``info["simuguard"]`` gains ``rerun`` (intervention, switch substep,
+    ``prefix_exact``, success, the object's peak speed after the switch) and
+    ``corrected_success``: the rerun's outcome for an episode with an artifact whose rerun
+    replayed its prefix bit for bit, the recorded outcome otherwise. The env's own ``success`` /
+    ``is_success`` keys are never touched, and the rerun runs in a fresh env built from the
+    env's spec (or ``env_fn``), never in this one: the evaluation's episodes, RNG streams and
+    results are those it would have without the wrapper.
+
+    It needs the physics stream: if no :class:`RecordPhysics` and :class:`ArtifactMonitor` are
+    below it, it adds them (recordings go to ``directory``, or to a temporary directory that is
+    removed at ``close()``).
+
+    Example:
+        >>> import gymnasium as gym, simuguard_gym.envs
+        >>> from simuguard_gym import DepenetrationRerun
+        >>> env = DepenetrationRerun(gym.make("simuguard_gym/PlaceCanBasket-v0"))   # doctest: +SKIP
+        >>> obs, info = env.reset(seed=116)                                         # doctest: +SKIP
+        >>> for _ in range(90):                                                     # doctest: +SKIP
+        ...     obs, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+        >>> info["success"], info["simuguard"]["corrected_success"]                 # doctest: +SKIP
+        (False, True)
+    """
+
+    def __init__(self, env: gym.Env, intervention: str | Intervention = "depenetration=1.0", *,
+                 switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
+                 success_fn: Callable[[gym.Env], bool] | None = None, directory: str | Path | None = None) -> None:
+        change = intervention if isinstance(intervention, Intervention) else Intervention.parse(intervention)
+        if switch not in SWITCHES:
+            raise ValueError(f"switch must be one of {SWITCHES}, got {switch!r}")
+        engine = adapter_for(env).engine
+        if not change.supported_by(engine):
+            hint = " (MuJoCo: try timeconst=0.02)" if engine == "mujoco" else ""
+            raise ValueError(f"{change.name} does not exist in {engine}{hint}")
+        spec = getattr(env.unwrapped, "spec", None)  # wrappers' specs need every wrapper to be re-creatable
+        if env_fn is None and spec is None:
+            raise ValueError("the env has no spec to rebuild it from; pass env_fn=...")
+        below = _wrappers_below(env)
+        self._temporary = None
+        if RecordPhysics not in below:
+            if directory is None:
+                self._temporary = directory = tempfile.mkdtemp(prefix="simuguard-rerun-")
+            env = RecordPhysics(env, directory)
+        if ArtifactMonitor not in below:
+            env = ArtifactMonitor(env)
+        super().__init__(env)
+        self.intervention, self.switch, self.lead = change, switch, float(lead)
+        self.env_fn, self.success_fn = env_fn, success_fn
+        self._spec = spec
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if not (terminated or truncated):
+            return obs, reward, terminated, truncated, info
+        ours = info.get(INFO_KEY) or {}
+        recorded = success_from_info(info)
+        fields: dict[str, Any] = {"corrected_success": recorded, "rerun": None}
+        if ours.get("artifact") and ours.get("recording"):
+            try:
+                result = rerun(ours["recording"], self.intervention, switch=self.switch, lead=self.lead,
+                               env_fn=self.env_fn or self._rebuild, success_fn=self.success_fn)
+                fields["rerun"] = result.to_dict()
+                if result.verified and result.success is not None:
+                    fields["corrected_success"] = result.success
+            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+                record = HookError.capture(0, "rerun", error).to_dict()
+                logger.warning("simuguard rerun failed: %s", record["message"])
+                fields["errors"] = [record]
+        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def _rebuild(self) -> gym.Env:
+        import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
+
+        return gym.make(self._spec)
+
+    def close(self) -> None:
+        super().close()
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+
+
+def _wrappers_below(env: gym.Env) -> set[type]:
+    found = set()
+    while isinstance(env, gym.Wrapper):
+        found.add(type(env))
+        env = env.env
+    return found
