@@ -51,6 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_rerun)
 
+    p = sub.add_parser("report", help="success rates of a directory of recordings: as run, replay-corrected, "
+                       "excluded, bounds (SimuGuard Table 1); writes report.csv and report.json")
+    p.add_argument("directory")
+    p.add_argument("--vs", dest="versus", help="a second directory: paired comparison on shared (task, seed)")
+    p.add_argument("--out", help="where to write report.csv/json (default: the directory)")
+    p.set_defaults(run=_report)
+
     p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
     p.add_argument("--poses", type=int, default=100, help="number of can poses (default 100)")
     p.add_argument("--depth", type=float, nargs=2, default=(5.0, 30.0), metavar=("MIN_MM", "MAX_MM"),
@@ -236,6 +243,25 @@ def _rerun(args: argparse.Namespace) -> int:
         print(f"peak       {result.body}: {result.recorded_peak_speed:.2f} m/s as recorded, "
               f"{result.peak_speed:.2f} m/s in the rerun (after the switch)")
     return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simuguard_gym.scoring.report import format_table, report, write_report
+
+    rows, paired = report(args.directory, args.versus)
+    print("success rates in percent; Rep.: as run; Replay: flagged episodes replaced by their verified reruns; "
+          "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
+    print(format_table(rows))
+    if paired is not None:
+        print(f"paired ({paired.pairs} shared episodes): {100 * paired.rate_a:.1f}% vs {100 * paired.rate_b:.1f}%, "
+              f"difference {100 * paired.difference:+.1f} points (95% seed bootstrap "
+              f"{100 * paired.difference_low:+.1f} to {100 * paired.difference_high:+.1f}); discordant "
+              f"{paired.a_only} vs {paired.b_only}, exact sign test p = {paired.p_value:.3f}")
+    for path in write_report(rows, Path(args.out or args.directory), paired):
+        print(f"wrote {path}")
+    return EXIT_OK
 
 
 def _stress(args: argparse.Namespace) -> int:

@@ -135,3 +135,49 @@ def test_depenetration_rerun_refuses_what_cannot_work():
     xml, _ = scenes.created_inside_floor()
     with pytest.raises(ValueError, match="depenetration does not exist in mujoco .MuJoCo: try timeconst"):
         DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml))
+
+
+def test_report_of_a_mujoco_evaluation(tmp_path, capsys):
+    """`simuguard report` over recordings of PlaceCanBasket-MuJoCo-v0, against a second arm."""
+    import json
+
+    import simuguard_gym.envs  # noqa: F401
+
+    def evaluate(directory, **kwargs):
+        env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0", **kwargs), directory))
+        outcomes = {}
+        for seed in range(4):
+            env.reset(seed=seed)
+            for _ in range(90):
+                *_, info = env.step(env.unwrapped.expert_action())
+            outcomes[seed] = info["success"]
+        env.close()
+        return outcomes
+
+    a = evaluate(tmp_path / "a")
+    evaluate(tmp_path / "b", contact_timeconst=0.1)  # another arm: very soft contact
+    assert main(["report", str(tmp_path / "a"), "--vs", str(tmp_path / "b"), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "simuguard_gym/PlaceCanBasket-MuJoCo-v0" in out and "paired (4 shared episodes)" in out
+    saved = json.loads((tmp_path / "report.json").read_text())
+    row = next(r for r in saved["tasks"] if r["task"] == "all")
+    assert row["n"] == 4 and row["as_run"] == pytest.approx(100 * sum(a.values()) / 4)
+    assert (tmp_path / "report.csv").read_text().startswith("task,n,flagged,as_run,replay")
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("sapien") is None, reason="sapien extra not installed")
+def test_report_counts_verified_reruns(tmp_path, capsys):
+    import json
+
+    import simuguard_gym.envs  # noqa: F401
+
+    env = DepenetrationRerun(gym.make("simuguard_gym/PlaceCanBasket-v0"), directory=tmp_path)
+    for seed in (1, 116):
+        env.reset(seed=seed)
+        for _ in range(90):
+            env.step(env.unwrapped.expert_action())
+    env.close()
+    assert main(["report", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "report.json").read_text())["tasks"][-1]
+    assert (row["n"], row["flagged"], row["as_run"], row["replay"]) == (2, 1, 50.0, 100.0)
+    assert (row["lower"], row["upper"], row["excluded"]) == (50.0, 100.0, 100.0)

@@ -1,0 +1,101 @@
+"""Reports over a directory of recordings: SimuGuard Table 1 per task, CSV and JSON (no simulator).
+
+Each recording gives one :class:`~simuguard_gym.scoring.estimates.Episode`: the task (the env
+id), the seed, the outcome (the footer's success), whether it had a contact artifact (the online
+detector's events in the footer, else the detector run now) and, when DepenetrationRerun left a
+``<recording>.rerun.json`` beside it, the rerun's outcome and whether its prefix was exact.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from simuguard_gym.detection.offline import detect
+from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.scoring.estimates import Episode, Scores, score_by_task
+from simuguard_gym.scoring.paired import PairedComparison, compare
+
+RERUN_SUFFIX = ".rerun.json"
+
+
+def episodes_in(directory: str | os.PathLike[str]) -> list[Episode]:
+    """One Episode per complete recording in ``directory`` (partial files are skipped)."""
+    out = []
+    for path in sorted(Path(directory).glob("*.msgpack")):
+        rec = load_recording(path)
+        footer = rec.footer or {}
+        if footer.get("success") is None:
+            continue  # no outcome to score (an episode cut by a reset or close before its end)
+        found = (footer.get("detector") or {}).get("events")
+        events = found if found is not None else detect(rec).events
+        rerun = _rerun_of(path)
+        out.append(Episode(
+            success=bool(footer["success"]), artifact=any(e.get("artifact") for e in events),
+            rerun_success=None if rerun is None else rerun.get("success"),
+            rerun_verified=bool(rerun and rerun.get("prefix_exact")),
+            task=str((rec.header.get("env") or {}).get("id") or ""), seed=rec.header.get("seed")))
+    return out
+
+
+def _rerun_of(path: Path) -> dict[str, Any] | None:
+    side = path.with_name(path.name + RERUN_SUFFIX)
+    if not side.exists():
+        return None
+    return json.loads(side.read_text())
+
+
+def table(scores: dict[str, Scores]) -> list[dict[str, Any]]:
+    """Rows of Table 1: task, N, flagged, Rep., Replay, Excl., lower and upper bound (percent)."""
+    rows = []
+    for task, s in scores.items():
+        rows.append({"task": task, "n": s.n, "flagged": s.flagged, "as_run": 100 * s.as_run.value,
+                     "replay": None if s.replay_corrected is None else 100 * s.replay_corrected.value,
+                     "excluded": 100 * s.excluded.value, "lower": 100 * s.lower.value, "upper": 100 * s.upper.value,
+                     "as_run_wilson": [100 * x for x in s.as_run.interval],
+                     "reruns_verified": s.reruns_verified, "reruns_unverified": s.reruns_unverified})
+    return rows
+
+
+def format_table(rows: Iterable[dict[str, Any]]) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None or x != x else f"{x:.1f}"
+
+    lines = [f"{'task':<40} {'N':>5} {'flag':>5} {'Rep.':>6} {'Replay':>7} {'Excl.':>6} {'bounds':>13} {'Rep. 95% CI':>13}"]
+    for r in rows:
+        lo, hi = r["as_run_wilson"]
+        lines.append(f"{r['task']:<40} {r['n']:>5} {r['flagged']:>5} {pct(r['as_run']):>6} {pct(r['replay']):>7} "
+                     f"{pct(r['excluded']):>6} {pct(r['lower']) + '-' + pct(r['upper']):>13} "
+                     f"{pct(lo) + '-' + pct(hi):>13}")
+    return "\n".join(lines)
+
+
+def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison | None = None) -> list[Path]:
+    """``report.csv`` and ``report.json`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out / "report.csv", out / "report.json"
+    fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
+              "reruns_unverified"]
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path.write_text(json.dumps({"tasks": rows, "paired": paired.to_dict() if paired else None}, indent=2))
+    return [csv_path, json_path]
+
+
+def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | None = None
+           ) -> tuple[list[dict[str, Any]], PairedComparison | None]:
+    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparison of the two."""
+    episodes = episodes_in(directory)
+    if not episodes:
+        raise ValueError(f"{directory}: no complete recordings with an outcome")
+    rows = table(score_by_task(episodes))
+    paired = None
+    if versus is not None:
+        other = episodes_in(versus)
+        paired = compare({(e.task, e.seed): e.success for e in episodes}, {(e.task, e.seed): e.success for e in other})
+    return rows, paired
