@@ -298,7 +298,8 @@ def _looks_like_robosuite(base: Any) -> bool:
 
 
 def _looks_like_sapien(base: Any) -> bool:
-    system = getattr(getattr(base, "scene", None), "physx_system", None)
+    scene = getattr(base, "scene", None)
+    system = getattr(scene, "physx_system", None) or getattr(scene, "px", None)  # SAPIEN / ManiSkill3
     return type(system).__name__ == "PhysxCpuSystem"
 
 

@@ -61,9 +61,9 @@ class SapienAdapter:
     engine = "sapien-physx"
     engine_version = f"sapien {sapien.__version__}, PhysX {PHYSX_VERSION}"
 
-    def __init__(self, scene: sapien.Scene, *, owner: Any = None) -> None:
-        if not isinstance(getattr(scene, "physx_system", None), physx.PhysxCpuSystem):
-            raise TypeError("SapienAdapter needs a sapien.Scene with a PhysxCpuSystem (the CPU backend)")
+    def __init__(self, scene: Any, *, owner: Any = None) -> None:
+        if not isinstance(_system_of(scene), physx.PhysxCpuSystem):
+            raise TypeError("SapienAdapter needs a sapien.Scene (or a ManiSkill3 scene) on the PhysX CPU backend")
         self.hooks = SubstepHooks()
         self.task_spec: Any = None
         self._owner = owner
@@ -75,10 +75,10 @@ class SapienAdapter:
         return cls(base.scene, owner=base)
 
     # ------------------------------------------------------------------ binding and hooks
-    def _bind(self, scene: sapien.Scene) -> None:
+    def _bind(self, scene: Any) -> None:
         self.scene = scene
-        system = scene.physx_system
-        self.substep_dt = float(scene.timestep)
+        self._system = system = _system_of(scene)
+        self.substep_dt = float(system.timestep)
         self._statics = list(system.rigid_static_components)
         self._dynamics = list(system.rigid_dynamic_components)
         self._links = list(system.articulation_link_components)
@@ -131,7 +131,7 @@ class SapienAdapter:
         if scene is not None and scene is not self.scene:
             self.detach()
             self._bind(scene)
-        elif len(self.scene.physx_system.rigid_dynamic_components) != len(self._dynamics):
+        elif len(self._system.rigid_dynamic_components) != len(self._dynamics):
             self.detach()
             self._bind(self.scene)  # bodies were added or removed
 
@@ -161,7 +161,7 @@ class SapienAdapter:
     # ------------------------------------------------------------------ scene description
     @property
     def gravity(self) -> np.ndarray:
-        return np.asarray(self.scene.physx_system.config.gravity, dtype=float)
+        return np.asarray(self._system.config.gravity, dtype=float)
 
     def body_table(self) -> BodyTable:
         if self._table is None:
@@ -255,7 +255,7 @@ class SapienAdapter:
     def read_state(self, out: np.ndarray) -> None:
         n = _RIGID * len(self._dynamics)
         if n:
-            out[:n] = np.frombuffer(self.scene.physx_system.pack(), np.float32, count=n)
+            out[:n] = np.frombuffer(self._system.pack(), np.float32, count=n)
         at = n
         for name in ("qpos", "qvel", "qf"):
             for articulation, dof in zip(self._articulations, self._dofs):
@@ -300,7 +300,14 @@ class SapienAdapter:
 
     def success(self) -> bool | None:
         check = getattr(self._owner, "_check_success", None)
-        return None if check is None else bool(check())
+        if check is not None:
+            return bool(check())
+        evaluate = getattr(self._owner, "evaluate", None)  # ManiSkill3: a dict with "success"
+        if evaluate is not None:
+            found = evaluate()
+            if isinstance(found, dict) and "success" in found:
+                return bool(np.asarray(found["success"]).reshape(-1)[0])
+        return None
 
     # ------------------------------------------------------------------ interventions
     def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
@@ -372,7 +379,7 @@ class SapienAdapter:
         tolerance = CONTACT_TOLERANCE
         links: dict[int, tuple] = {}  # robot links read once per substep
         count = 0
-        for contact in self.scene.physx_system.get_contacts():
+        for contact in self._system.get_contacts():
             b0, b1 = contact.bodies
             i0, i1 = index.get(b0, -1), index.get(b1, -1)
             if i0 < 0 or i1 < 0 or not (tracked[i0] or tracked[i1]):
@@ -475,6 +482,40 @@ class SapienContactStage:
 
 
 _NO_MOTION = (np.nan,) * 9
+
+
+def _system_of(scene: Any) -> Any:
+    """The PhysX system of a SAPIEN scene (``physx_system``) or a ManiSkill3 scene (``px``)."""
+    return getattr(scene, "physx_system", None) or getattr(scene, "px", None)
+
+
+def headless() -> None:
+    """Let scene builders run without a rendering device: render materials become inert and
+    builders' visual shapes are dropped (physics is untouched; nothing is changed on disk).
+
+    SAPIEN creates a render material on the rendering device, which fails on a machine without
+    one (ManiSkill3's ``actors.build_cube`` does, for instance). Call this once before building
+    the env; simuguard's replay calls it for SAPIEN recordings.
+    """
+    if getattr(sapien.render, "_simuguard_headless", False):
+        return
+    from sapien.wrapper.actor_builder import ActorBuilder
+
+    class InertMaterial:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> Callable[..., None]:
+            return lambda *args, **kwargs: None
+
+    def no_visual(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    sapien.render.RenderMaterial = InertMaterial
+    for name in dir(ActorBuilder):
+        if name.startswith("add_") and "visual" in name:
+            setattr(ActorBuilder, name, no_visual)
+    sapien.render._simuguard_headless = True
 
 
 def _motion(component: Any) -> tuple:

@@ -87,6 +87,15 @@ def make_env(header: dict[str, Any]) -> gym.Env:
         raise ValueError(f"the recorded kwargs of {env_id} could not be stored exactly; pass env_fn=...")
     if env_id.startswith("simuguard_gym/"):
         import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
+    if header.get("engine") == "sapien-physx":
+        from simuguard_gym.engines.sapien import headless
+
+        headless()
+        if env_id not in gym.registry:
+            try:
+                import mani_skill.envs  # noqa: F401 - registers ManiSkill3's ids
+            except ImportError:
+                pass
     return gym.make(env_id, **(env_info.get("kwargs") or {}))
 
 
