@@ -22,6 +22,7 @@ import numpy as np
 
 import simuguard_gym.envs  # noqa: F401
 from scenes import pile_scene
+from timing import timed_run
 from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording
 
 
@@ -38,14 +39,6 @@ def candidates() -> dict[str, Callable[[], gym.Env]]:
     except Exception:  # noqa: BLE001 - robosuite extra absent (mujoco >= 3.10)
         pass
     return envs
-
-
-def timed_run(env: gym.Env, actions: np.ndarray, seed: int) -> float:
-    env.reset(seed=seed)
-    start = time.perf_counter()
-    for action in actions:
-        env.step(action)
-    return time.perf_counter() - start
 
 
 def online(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, float]:

@@ -23,6 +23,7 @@ import numpy as np
 import simuguard_gym.envs  # noqa: F401
 from simuguard_gym import RecordPhysics, load_recording
 from scenes import pile_scene
+from timing import timed_run
 
 
 def candidates() -> dict[str, Callable[[], gym.Env]]:
@@ -63,14 +64,6 @@ def scripted_actions(env: gym.Env, steps: int) -> np.ndarray | None:
         actions.append(env.unwrapped.expert_action())
         env.step(actions[-1])
     return np.array(actions)
-
-
-def timed_run(env: gym.Env, actions: np.ndarray, seed: int) -> float:
-    env.reset(seed=seed)
-    start = time.perf_counter()
-    for action in actions:
-        env.step(action)
-    return time.perf_counter() - start
 
 
 def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, float]:

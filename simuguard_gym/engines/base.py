@@ -244,6 +244,36 @@ class PhysicsAdapter(Protocol):
         """State components replayed between the halves of a split substep (the rest: before)."""
 
 
+class BodyTableMixin:
+    """The body table an adapter keeps: the engine's default roles (``_describe_bodies()``), a
+    TaskSpec on top, and masks of the tracked and the robot bodies for the hot paths."""
+
+    task_spec: Any = None
+    _table: BodyTable | None = None
+
+    def _describe_bodies(self) -> BodyTable:
+        raise NotImplementedError
+
+    def _body_count(self) -> int:
+        raise NotImplementedError
+
+    def body_table(self) -> BodyTable:
+        if self._table is None:
+            table = self._describe_bodies()
+            if self.task_spec is not None:
+                table = self.task_spec.apply(table)
+            self.set_body_table(table)
+        return self._table
+
+    def set_body_table(self, table: BodyTable) -> None:
+        if len(table) != self._body_count():
+            raise ValueError(f"body table has {len(table)} bodies, the scene {self._body_count()}")
+        self._table = table
+        self._tracked_mask = np.zeros(len(table), dtype=bool)
+        self._tracked_mask[table.tracked] = True
+        self._robot_mask = np.array([r == "robot" for r in table.roles], dtype=bool)
+
+
 _ADAPTER_ATTR = "_simuguard_adapter"
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import BodyTable, ContactPairs, StateComponent, SubstepHooks
+from simuguard_gym.engines.base import BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
@@ -48,7 +48,7 @@ _VISUAL_PREFIXES = ("tex_", "mat_", "light_", "cam_", "vis", "skin_", "name_", "
                     "mesh_normal", "mesh_facenormal", "mesh_facetexcoord", "hfield_", "paths")
 
 
-class MujocoAdapter:
+class MujocoAdapter(BodyTableMixin):
     """The MuJoCo implementation of :class:`~simuguard_gym.engines.base.PhysicsAdapter`.
 
     >>> import mujoco
@@ -216,21 +216,8 @@ class MujocoAdapter:
     def gravity(self) -> np.ndarray:
         return np.array(self.model.opt.gravity, dtype=float)
 
-    def body_table(self) -> BodyTable:
-        if self._table is None:
-            table = self._describe_bodies()
-            if self.task_spec is not None:
-                table = self.task_spec.apply(table)
-            self.set_body_table(table)
-        return self._table
-
-    def set_body_table(self, table: BodyTable) -> None:
-        if len(table) != self.model.nbody:
-            raise ValueError(f"body table has {len(table)} bodies, the model {self.model.nbody}")
-        self._table = table
-        self._tracked_mask[:] = False
-        self._tracked_mask[table.tracked] = True
-        self._robot_mask = np.array([r == "robot" for r in table.roles], dtype=bool)
+    def _body_count(self) -> int:
+        return int(self.model.nbody)
 
     def _describe_bodies(self) -> BodyTable:
         m = self.model

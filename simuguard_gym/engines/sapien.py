@@ -31,7 +31,7 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import BodyTable, ContactPairs, StateComponent, SubstepHooks
+from simuguard_gym.engines.base import BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
@@ -43,7 +43,7 @@ PHYSX_VERSION = "5.3.1"  # the PhysX that SAPIEN 3.0.x bundles
 _RIGID = 13  # q(4) p(3) v(3) w(3) per dynamic body in pack()
 
 
-class SapienAdapter:
+class SapienAdapter(BodyTableMixin):
     """The SAPIEN/PhysX implementation of :class:`~simuguard_gym.engines.base.PhysicsAdapter`.
 
     >>> import numpy as np, sapien, sapien.physx as physx
@@ -108,8 +108,8 @@ class SapienAdapter:
         self._shape_index = {s: i for i, s in enumerate(self._shapes)}
         self._table: BodyTable | None = None
         self._cmass: np.ndarray | None = None
-        self._tracked = np.zeros(len(self._components), bool)
-        self._robot = np.zeros(len(self._components), bool)
+        self._tracked_mask = np.zeros(len(self._components), bool)
+        self._robot_mask = np.zeros(len(self._components), bool)
         self._patch(scene)
 
     def _patch(self, scene: sapien.Scene) -> None:
@@ -163,21 +163,8 @@ class SapienAdapter:
     def gravity(self) -> np.ndarray:
         return np.asarray(self._system.config.gravity, dtype=float)
 
-    def body_table(self) -> BodyTable:
-        if self._table is None:
-            table = self._describe_bodies()
-            if self.task_spec is not None:
-                table = self.task_spec.apply(table)
-            self.set_body_table(table)
-        return self._table
-
-    def set_body_table(self, table: BodyTable) -> None:
-        if len(table) != len(self._components):
-            raise ValueError(f"body table has {len(table)} bodies, the scene {len(self._components)}")
-        self._table = table
-        self._tracked[:] = False
-        self._tracked[table.tracked] = True
-        self._robot = np.array([r == "robot" for r in table.roles], dtype=bool)
+    def _body_count(self) -> int:
+        return len(self._components)
 
     def _describe_bodies(self) -> BodyTable:
         names, kinds, roles, masses = [], [], [], []
@@ -374,7 +361,7 @@ class SapienAdapter:
         one Python loop per piece pair: it reads separations, and impulses, normal and position
         only where the pieces touch; sums and magnitudes are computed vectorised at decode."""
         self.body_table()
-        index, tracked, robot, shapes = self._index, self._tracked, self._robot, self._shape_index
+        index, tracked, robot, shapes = self._index, self._tracked_mask, self._robot_mask, self._shape_index
         rows, impulses = stage.rows, stage.impulses
         tolerance = CONTACT_TOLERANCE
         links: dict[int, tuple] = {}  # robot links read once per substep
