@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from typing import Callable
 
 import gymnasium as gym

@@ -63,6 +63,7 @@ class PlaceCanBasketEnv(gym.Env):
         self.scene, self.can = can_basket_scene(GRIPPER_HOME, max_depenetration_velocity=self.max_depenetration_velocity,
                                                 solver_iterations=self.solver_iterations)
         self.gripper = self._build_gripper(self.scene, physx.PhysxMaterial(1.5, 1.5, 0.0))
+        _pin_settings(self.gripper)
 
     def _build_gripper(self, scene: sapien.Scene, grip: physx.PhysxMaterial) -> physx.PhysxArticulation:
         builder = scene.create_articulation_builder()
@@ -84,7 +85,8 @@ class PlaceCanBasketEnv(gym.Env):
         wrist.set_joint_properties("revolute", [[-4.0, 4.0]], axes["z"], axes["z"])
         wrist.set_mass_and_inertia(0.2, sapien.Pose(), [1e-3, 1e-3, 1e-3])
         parent = wrist
-        parent.add_box_collision(sapien.Pose([0, 0, CAN_HEIGHT / 2 + 0.03]), [0.02, 0.03, 0.01])
+        palm = physx.PhysxMaterial(0.3, 0.3, 0.1)  # SAPIEN's default material, pinned (see _pin_settings)
+        parent.add_box_collision(sapien.Pose([0, 0, CAN_HEIGHT / 2 + 0.03]), [0.02, 0.03, 0.01], material=palm)
         for side, sign in (("left", 1.0), ("right", -1.0)):
             finger = builder.create_link_builder(parent)
             finger.set_name(f"finger_{side}")
@@ -158,7 +160,7 @@ def _deterministic_system() -> physx.PhysxCpuSystem:
     replays. SAPIEN reads the flag from a global config when the system is created; the
     previous config is restored at once."""
     previous = physx.get_scene_config()
-    config = physx.get_scene_config()
+    config = physx.PhysxSceneConfig()  # SAPIEN's defaults, whatever another library set globally
     config.enable_enhanced_determinism = True
     physx.set_scene_config(config)
     try:
@@ -196,9 +198,36 @@ def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0
         can.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
     entity("can", can, sapien.Pose(np.asarray(can_position, np.float32), np.asarray(can_quaternion, np.float32)))
     can.set_mass(CAN_MASS)
+    for component in (ground, basket, can):
+        _pin_settings(component)
     if max_depenetration_velocity is not None:
         can.set_max_depenetration_velocity(max_depenetration_velocity)
     if solver_iterations is not None:
         can.set_solver_position_iterations(solver_iterations)
     return scene, can
+
+
+#: SAPIEN's defaults for what it otherwise takes from process-wide configs, which other libraries
+#: change (creating a ManiSkill3 env sets a 20 mm contact offset and 15 solver iterations): the
+#: task's physics must not depend on what ran before it in the process.
+CONTACT_OFFSET, REST_OFFSET = 0.01, 0.0
+POSITION_ITERATIONS, VELOCITY_ITERATIONS, SLEEP_THRESHOLD = 10, 1, 0.005
+
+
+def _pin_settings(thing: Any) -> None:
+    """Give a body (or every link of an articulation) the task's contact and solver settings."""
+    if isinstance(thing, physx.PhysxArticulation):
+        thing.set_solver_position_iterations(POSITION_ITERATIONS)
+        thing.set_solver_velocity_iterations(VELOCITY_ITERATIONS)
+        components = list(thing.links)
+    else:
+        components = [thing]
+        if isinstance(thing, physx.PhysxRigidDynamicComponent):
+            thing.set_solver_position_iterations(POSITION_ITERATIONS)
+            thing.set_solver_velocity_iterations(VELOCITY_ITERATIONS)
+            thing.set_sleep_threshold(SLEEP_THRESHOLD)
+    for component in components:
+        for shape in component.collision_shapes:
+            shape.set_contact_offset(CONTACT_OFFSET)
+            shape.set_rest_offset(REST_OFFSET)
 
