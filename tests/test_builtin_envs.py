@@ -66,3 +66,21 @@ def test_negatives_have_no_artifact_after_all_stages(name):
         removed += sum(not e["artifact"] for e in env.detector.events)
     env.close()
     assert first_stage >= 10 and removed == first_stage  # the later stages did the work
+
+
+def test_mujoco_squeeze_artifact_is_undone_by_a_softer_contact(record_dir):
+    """With PhysX's squeeze and MuJoCo's default contact, the opening fingers push the can out
+    (seed 4): flagged, a failure. Rerun with a 0.1 s time constant for the can from 0.1 s before
+    the onset: prefix bit-exact, the push slower, the placement a success."""
+    from simuguard_gym.replay import rerun
+
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0", pad_kp=800,
+                                                 pad_timeconst=0.02), record_dir))
+    info = run(env, 4)
+    env.close()
+    assert info["simuguard"]["artifact"] and not info["success"]
+    (event,) = info["simuguard"]["events"]
+    assert event["robot_contact"] and event["partner"].startswith("finger")
+    result = rerun(info["simuguard"]["recording"], "timeconst=0.1")
+    assert result.prefix_exact and result.recorded_success is False and result.success is True
+    assert result.peak_speed < 0.7 * result.recorded_peak_speed

@@ -22,20 +22,13 @@ SUBSTEPS = 10
 GRIPPER_HOME = np.array([-0.18, 0.0, 0.16])
 FINGER = np.array([0.008, 0.006, 0.030])
 PALM_OFFSET = 0.055  # palm box centre above the fingers (CAN_HEIGHT / 2 + 0.03)
-#: The finger pads' contact time constant: the stiffest MuJoCo allows at this step (2 dt). With the
-#: default 20 ms the squeezing pads sink millimetres into the can and, when one opens first, the
-#: other releases that overlap as a push (the soft-contact twin of PhysX's depenetration).
-PAD_SOLREF = f"{2 * DT} 1"
-#: Finger drive stiffness (N/m). Soft contact needs less squeeze than PhysX's hard contact (800 there)
-#: to hold a 10 g can; more only stores overlap that the opening fingers release as a push.
-PAD_KP = 200
 
 
 def _mesh(name: str, vertices: np.ndarray) -> str:
     return f'<mesh name="{name}" vertex="{" ".join(f"{v:.9g}" for v in vertices.reshape(-1))}"/>'
 
 
-def scene_xml(gripper: bool = True) -> str:
+def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float = 2 * DT) -> str:
     """The MJCF of the scene: floor, basket, can and (optionally) the gripper with its actuators."""
     can, basket = can_pieces(), basket_pieces()
     assets = [_mesh(f"can{i}", p.vertices) for i, p in enumerate(can)]
@@ -66,9 +59,9 @@ def scene_xml(gripper: bool = True) -> str:
           <body name="gripper_wrist" gravcomp="1"><joint name="yaw" type="hinge" axis="0 0 1" damping="5"/>
             <geom type="box" pos="0 0 {PALM_OFFSET}" size="0.02 0.03 0.01" mass="0.2"/>
             <body name="finger_left" gravcomp="1"><joint name="finger_left" type="slide" axis="0 1 0" damping="40"/>
-              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{PAD_SOLREF}"/></body>
+              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{pad_timeconst} 1"/></body>
             <body name="finger_right" gravcomp="1"><joint name="finger_right" type="slide" axis="0 -1 0" damping="40"/>
-              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{PAD_SOLREF}"/></body>
+              <geom type="box" size="{fx} {fy} {fz}" mass="0.05" friction="1.5 0.005 0.0001" solref="{pad_timeconst} 1"/></body>
           </body>
         </body>
       </body>
@@ -77,14 +70,20 @@ def scene_xml(gripper: bool = True) -> str:
   <actuator>
     <position joint="slide_x" kp="3000"/><position joint="slide_y" kp="3000"/><position joint="slide_z" kp="3000"/>
     <position joint="yaw" kp="50"/>
-    <position joint="finger_left" kp="{PAD_KP}" forcerange="-20 20" forcelimited="true"/>
-    <position joint="finger_right" kp="{PAD_KP}" forcerange="-20 20" forcelimited="true"/>
+    <position joint="finger_left" kp="{pad_kp}" forcerange="-20 20" forcelimited="true"/>
+    <position joint="finger_right" kp="{pad_kp}" forcerange="-20 20" forcelimited="true"/>
   </actuator>
 </mujoco>"""
 
 
 class PlaceCanBasketMujocoEnv(gym.Env):
     """The can-into-basket placement in MuJoCo, the twin of PlaceCanBasket-v0.
+
+    The finger pads squeeze lightly and contact stiffly by default (``pad_kp`` 200 N/m,
+    ``pad_timeconst`` 2 dt): soft contact needs less squeeze than PhysX's hard contact to hold a
+    10 g can. With PhysX's squeeze (``pad_kp=800``) and MuJoCo's default 20 ms contact the pads
+    sink millimetres into the can and, when one opens first, the other releases that overlap as
+    a push: MuJoCo's own contact artifact, which the detector flags.
 
     Example:
         >>> import gymnasium as gym, simuguard_gym.envs
@@ -97,11 +96,12 @@ class PlaceCanBasketMujocoEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, render_mode: str | None = None, contact_timeconst: float | None = None) -> None:
+    def __init__(self, render_mode: str | None = None, contact_timeconst: float | None = None,
+                 pad_kp: float = 200.0, pad_timeconst: float = 2 * DT) -> None:
         if render_mode is not None:
             raise ValueError("PlaceCanBasket-MuJoCo-v0 cannot render")
         self.render_mode = render_mode
-        self.model = mujoco.MjModel.from_xml_string(scene_xml())
+        self.model = mujoco.MjModel.from_xml_string(scene_xml(pad_kp=pad_kp, pad_timeconst=pad_timeconst))
         if contact_timeconst is not None:
             self.model.geom_solref[:, 0] = contact_timeconst
         self.data = mujoco.MjData(self.model)
