@@ -40,7 +40,8 @@ class SubstepRecorder:
     """
 
     def __init__(self, adapter: PhysicsAdapter, sink: ChunkSink, *, snapshot_every: int = 250,
-                 chunk_substeps: int = 1024, on_error: Callable[[HookError], None] | None = None) -> None:
+                 chunk_substeps: int = 1024, on_error: Callable[[HookError], None] | None = None,
+                 contacts: bool = True) -> None:
         if snapshot_every < 1 or chunk_substeps < 1:
             raise ValueError("snapshot_every and chunk_substeps must be positive")
         self.adapter = adapter
@@ -48,6 +49,9 @@ class SubstepRecorder:
         self.snapshot_every = int(snapshot_every)
         self.chunk_substeps = int(chunk_substeps)
         self.on_error = on_error
+        #: False: no contacts (their capture is most of the cost on contact-rich scenes); a replay
+        #: that verifies states through their fingerprints runs faster without them.
+        self.contacts = contacts
         self.active = False
         self.substep = 0  # substeps recorded this episode
         self.errors: list[HookError] = []
@@ -123,7 +127,10 @@ class SubstepRecorder:
         self._prev_bytes = state_b = state.tobytes()
         self._fingerprint[row] = a.state_fingerprint(state_b)
         self._split[row] = a.last_substep_split()
-        a.capture_contacts(self._stage)
+        if self.contacts:
+            a.capture_contacts(self._stage)
+        else:
+            self._stage.counts.append(0)
         if (self.substep + 1) % self.snapshot_every == 0:
             self._snap_at.append(self.substep)
             self._snap_state.append(state.copy())
