@@ -64,6 +64,18 @@ def test_altered_actuation_diverges_at_that_substep(phase_index, record_dir):
     result = replay(rec)
     assert not result.exact
     assert result.divergence.substep == k, result.message
+    light = replay(rec, verify="states")  # no contacts captured: the state fingerprint still sees it
+    assert not light.exact and light.divergence.substep == k
+
+
+def test_states_only_replay_and_bad_verify(record_dir):
+    rec = record(ENVS["contact-scene"], record_dir, steps=40)
+    assert replay(rec, verify="states").exact
+    rec.columns["contact_depth"][5] += 1e-3  # contacts are not compared in this mode ...
+    assert replay(rec, verify="states").exact
+    assert not replay(rec).exact  # ... but are in the full one
+    with pytest.raises(ValueError, match="verify must be 'all' or 'states'"):
+        replay(rec, verify="contacts")
 
 
 def test_altered_body_state_names_the_body(record_dir):
