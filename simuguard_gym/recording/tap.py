@@ -56,11 +56,15 @@ class SubstepTap:
         a.read_state(self.initial_state)
         self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
         self._states = np.empty((self.max_batch, len(self.initial_state)))
+        self._rows = list(self._states)  # row views made once, not per substep
+        self._read, self._capture = a.read_state, a.capture_contacts
         self._stage = a.new_contact_stage()
         self._row = 0
         self.substep = 0
         self.errors = []
         self.active = True
+
+    needs_before = False  # only what a substep produced is read
 
     def before_substep(self, phase: str) -> None:
         pass
@@ -68,11 +72,12 @@ class SubstepTap:
     def after_substep(self) -> None:
         if not self.active:
             return
-        self.adapter.read_state(self._states[self._row])
-        self.adapter.capture_contacts(self._stage)
-        self._row += 1
+        row = self._row
+        self._read(self._rows[row])
+        self._capture(self._stage)
+        self._row = row + 1
         self.substep += 1
-        if self._row == self.max_batch:
+        if row + 1 == self.max_batch:
             self.drain()
 
     def hook_failed(self, where: str, error: BaseException) -> None:
