@@ -1,7 +1,9 @@
-"""Doctest collection: modules of optional engines are skipped where the engine is not installed."""
+"""Doctest collection: modules of optional dependencies are skipped where they are not installed."""
 
 import importlib.util
 
 collect_ignore = []
 if importlib.util.find_spec("sapien") is None:
     collect_ignore += ["simuguard_gym/engines/sapien.py", "simuguard_gym/envs/place_can_basket.py"]
+if importlib.util.find_spec("stable_baselines3") is None:
+    collect_ignore += ["simuguard_gym/integrations/sb3.py"]

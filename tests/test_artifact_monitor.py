@@ -174,3 +174,22 @@ def test_recording_without_contact_data(record_dir):
         del rec.columns[name]
     with pytest.raises(ValueError, match="has no contact data to detect from"):
         detect(rec)
+
+
+def test_ppo_logs_the_artifact_rate(tmp_path):
+    """PPO trains a few thousand steps with ArtifactMonitor (truncating at artifacts) and the
+    callback; the SB3 logger's CSV output has the simuguard keys."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from simuguard_gym.integrations.sb3 import ArtifactCallback
+
+    make = lambda: ArtifactMonitor(make_scene(scenes.finger_flick, max_episode_steps=30), DetectorConfig.paper(),  # noqa: E731
+                                   on_artifact="truncate")
+    model = sb3.PPO("MlpPolicy", DummyVecEnv([make, make]), n_steps=256, batch_size=128, n_epochs=2, seed=0,
+                    device="cpu")
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(total_timesteps=2048, callback=ArtifactCallback())
+    header = (tmp_path / "progress.csv").read_text().splitlines()[0].split(",")
+    assert {"simuguard/artifact_rate", "simuguard/events_per_episode"} <= set(header)

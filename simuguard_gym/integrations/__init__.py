@@ -1,0 +1,1 @@
+"""Integrations with training and evaluation frameworks (optional dependencies, imported lazily)."""
