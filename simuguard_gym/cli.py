@@ -264,8 +264,15 @@ def _report(args: argparse.Namespace) -> int:
               f"difference {100 * paired.difference:+.1f} points (95% seed bootstrap "
               f"{100 * paired.difference_low:+.1f} to {100 * paired.difference_high:+.1f}); discordant "
               f"{paired.a_only} vs {paired.b_only}, exact sign test p = {paired.p_value:.3f}")
-    for path in write_report(rows, Path(args.out or args.directory), paired):
+    out = Path(args.out or args.directory)
+    for path in write_report(rows, out, paired):
         print(f"wrote {path}")
+    try:
+        from simuguard_gym.scoring.html_report import write_html_report
+
+        print(f"wrote {write_html_report(args.directory, rows, out)[0]} (with its plots)")
+    except ImportError:
+        print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -329,6 +336,12 @@ def _demo(args: argparse.Namespace) -> int:
           "episodes without an artifact; bounds: every flagged episode fails / passes)")
     print(format_table(rows))
     paths = write_report(rows, Path(directory))
+    try:
+        from simuguard_gym.scoring.html_report import write_html_report
+
+        paths.insert(0, write_html_report(directory, rows, Path(directory))[0])
+    except ImportError:
+        pass  # matplotlib is the `report` extra
     print(f"\nrecordings and report in {directory} ({', '.join(p.name for p in paths)}); "
           f"try: simuguard detect {directory}")
     return EXIT_OK

@@ -27,3 +27,17 @@ def test_demo_as_a_user_runs_it(tmp_path):
                            "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "recordings and report in" in done.stdout
+
+
+def test_html_report_with_plots(tmp_path):
+    """The report's HTML and PNGs exist, are non-empty, and the HTML carries the plots."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    assert main(["demo", "--engine", "mujoco", "--seeds", "5", "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "<table>" in page and "scores.png" in page and page.count("data:image/png;base64,") >= 1
+    assert (tmp_path / "scores.png").stat().st_size > 1000
+    if int(mujoco.__version__.split(".")[0]) >= 4:  # seed 4's artifact
+        assert (tmp_path / "artifact_000.png").stat().st_size > 1000 and "artifact_000.png" in page
+        assert (tmp_path / "peak_speeds.png").exists()

@@ -1,0 +1,158 @@
+"""The HTML report of a directory of recordings: the score table, a chart of the estimates with
+their bounds, and for each contact artifact the object's speed around its onset (SimuGuard
+Figure 1 (c)). Self-contained (plots embedded as PNG data), opens offline; the PNGs are also
+written beside it. Needs matplotlib (the ``report`` extra), drawn with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simuguard_gym.detection.offline import detect
+from simuguard_gym.recording.reader import load_recording
+
+#: Seconds shown before and after each artifact's onset.
+WINDOW = (0.3, 0.5)
+
+
+def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """``report.html`` and its PNGs in ``out``; returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    figures: list[tuple[str, str, bytes]] = []  # (file name, caption, png)
+
+    def save(fig: Any, name: str, caption: str) -> None:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        png = buffer.getvalue()
+        (out / name).write_bytes(png)
+        written.append(out / name)
+        figures.append((name, caption, png))
+
+    save(_scores_chart(plt, rows), "scores.png", "Success rate by estimate; bars span the bounds (every flagged "
+         "episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
+    peaks, artifacts = [], []
+    for path in sorted(Path(directory).glob("*.msgpack")):
+        rec = load_recording(path, allow_partial=True)
+        events = ((rec.footer or {}).get("detector") or {}).get("events")
+        if events is None and rec.substeps:
+            events = detect(rec).events
+        for event in events or []:
+            peaks.append((event["peak_speed"], bool(event["artifact"])))
+            if event["artifact"]:
+                artifacts.append((path, rec, event))
+    if peaks:
+        save(_peak_histogram(plt, peaks), "peak_speeds.png", "Peak speed of every event confirmed by the "
+             "contact-ejection stage; artifacts are those the gravity, carrier and speed-gain stages kept.")
+    for i, (path, rec, event) in enumerate(artifacts):
+        caption = (f"{path.name}: {event['body']} at {event['onset_time']:.3f} s, partner {event['partner']}, "
+                   f"peak {event['peak_speed']:.2f} m/s")
+        save(_artifact_plot(plt, rec, event), f"artifact_{i:03d}.png", caption)
+    page = out / "report.html"
+    page.write_text(_page(rows, figures))
+    written.insert(0, page)
+    return written
+
+
+def _scores_chart(plt: Any, rows: list[dict[str, Any]]) -> Any:
+    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.55 * len(rows)))
+    labels = [r["task"] for r in rows]
+    y = np.arange(len(rows))
+    lower = np.array([r["lower"] for r in rows])
+    upper = np.array([r["upper"] for r in rows])
+    ax.barh(y, upper - lower, left=lower, height=0.5, color="#dddddd", label="bounds")
+    marks = (("as_run", "o", "#555555", "as run"), ("replay", "s", "#1f77b4", "replay-corrected"),
+             ("excluded", "^", "#2ca02c", "excluded"))
+    for key, marker, color, label in marks:
+        x = np.array([np.nan if r[key] is None else r[key] for r in rows], float)
+        ax.scatter(x, y, marker=marker, color=color, zorder=3, label=label)
+    lo = np.array([r["as_run_wilson"][0] for r in rows])
+    hi = np.array([r["as_run_wilson"][1] for r in rows])
+    ax.hlines(y, lo, hi, color="#555555", linewidth=1)
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("success rate (%)")
+    ax.set_xlim(0, 100)
+    ax.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+def _peak_histogram(plt: Any, peaks: list[tuple[float, bool]]) -> Any:
+    fig, ax = plt.subplots(figsize=(6, 3))
+    speeds = np.array([p for p, _ in peaks])
+    flags = np.array([a for _, a in peaks])
+    bins = np.linspace(0, max(1.0, float(speeds.max())) * 1.05, 30)
+    ax.hist(speeds[~flags], bins=bins, color="#aaaaaa", label="removed by a later stage")
+    ax.hist(speeds[flags], bins=bins, color="#d62728", label="contact artifact")
+    ax.set_xlabel("peak speed (m/s)")
+    ax.set_ylabel("events")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any]) -> Any:
+    """The object's speed and, where they touched it, the robot links' speeds at the contact."""
+    dt = rec.substep_dt
+    onset = int(event["onset_substep"])
+    lo = max(0, onset - int(WINDOW[0] / dt))
+    hi = min(rec.substeps, onset + int(WINDOW[1] / dt))
+    tracked = list(rec.tracked)
+    col = tracked.index(event["body_id"])
+    speed = np.linalg.norm(rec.columns["body_vel"][lo:hi, col, :3], axis=1)
+    t = (np.arange(lo, hi) - onset) * dt * 1000
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(t, speed, color="#d62728", label=f"{event['body']} (object)")
+    offsets = rec.contact_offsets()
+    roles = rec.bodies.roles
+    link_t, link_v = [], []
+    for k in range(lo, hi):
+        a, b = offsets[k], offsets[k + 1]
+        bodies = rec.columns["contact_bodies"][a:b]
+        speeds = rec.columns["contact_speed"][a:b]
+        for (x, y), (sx, sy) in zip(bodies, speeds):
+            for body, other, s in ((x, y, sx), (y, x, sy)):
+                if other == event["body_id"] and roles[body] == "robot" and np.isfinite(s):
+                    link_t.append((k - onset) * dt * 1000)
+                    link_v.append(s)
+    if link_t:
+        ax.scatter(link_t, link_v, s=6, color="#1f77b4", label="robot link at the contact")
+    ax.axvline(0, color="#333333", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("time from onset (ms)")
+    ax.set_ylabel("speed (m/s)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]]) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None or x != x else f"{x:.1f}"
+
+    header = "<tr><th>task</th><th>N</th><th>flagged</th><th>Rep.</th><th>Replay</th><th>Excl.</th><th>bounds</th></tr>"
+    body = "".join(
+        f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td><td>{pct(r['as_run'])}</td>"
+        f"<td>{pct(r['replay'])}</td><td>{pct(r['excluded'])}</td><td>{pct(r['lower'])}-{pct(r['upper'])}</td></tr>"
+        for r in rows)
+    images = "".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>" for name, caption, png in figures)
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>simuguard report</title>
+<style>body{{font-family:sans-serif;max-width:900px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
+figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#444}}</style></head><body>
+<h1>simuguard report</h1>
+<p>Success rates in percent. Rep.: as run. Replay: flagged episodes replaced by their verified reruns.
+Excl.: episodes without a contact artifact. Bounds: every flagged episode fails / passes.</p>
+<table>{header}{body}</table>{images}</body></html>
+"""
