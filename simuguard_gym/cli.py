@@ -66,6 +66,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(run=_stress)
 
+    p = sub.add_parser("audit", help="evaluate a policy with recording, artifact detection and reruns on; "
+                       "resumable; ends with the score table and report")
+    p.add_argument("--env", required=True, help="a Gymnasium env id")
+    p.add_argument("--env-kwargs", default="{}", help="JSON of keyword arguments for gym.make")
+    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--seed-base", type=int, default=0, help="episode i is reset with seed SEED_BASE + i")
+    p.add_argument("--policy", default="scripted",
+                   help="MODULE:CALLABLE taking an observation, or 'scripted' (the built-in tasks' expert)")
+    p.add_argument("--sb3", help="a Stable-Baselines3 model .zip to act with (instead of --policy)")
+    p.add_argument("--out", required=True, help="directory of the run (resumed if it holds this run)")
+    p.add_argument("--intervention", help="the rerun's change (default: depenetration=1.0 on PhysX, "
+                   "timeconst=0.02 on MuJoCo)")
+    p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    p.add_argument("--force", action="store_true", help="replace a different run in --out")
+    p.add_argument("--quiet", action="store_true", help="no line per episode")
+    p.set_defaults(run=_audit)
+
     p = sub.add_parser("demo", help="the main job: a scripted placement over 20 seeds, recorded, monitored, "
                        "rerun where an artifact struck, scored")
     p.add_argument("--seeds", type=int, default=20, help="episodes (default 20)")
@@ -302,6 +319,54 @@ def _stress(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['setting']:<42} {row['thrown_pct']:>8.0f} {row['exit_speed']:>9.2f} {row['distance_cm']:>8.1f} "
               f"{row['removal_ms']:>11.1f}")
+    return EXIT_OK
+
+
+def _audit(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from simuguard_gym.audit import AuditConfig, prepare_directory, run_parallel
+    from simuguard_gym.scoring.report import format_table, report, write_report
+
+    try:
+        kwargs = json.loads(args.env_kwargs)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--env-kwargs is not JSON: {error}") from None
+    if not isinstance(kwargs, dict):
+        raise ValueError("--env-kwargs must be a JSON object")
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    config = AuditConfig(args.env, kwargs, args.episodes, args.seed_base,
+                         f"sb3:{args.sb3}" if args.sb3 else args.policy, args.intervention)
+    config.check()
+    out = Path(args.out)
+    todo = prepare_directory(out, config, args.force, sys.argv)
+    done = len(config.seeds()) - len(todo)
+    if not args.quiet:
+        print(f"simuguard audit: {config.env_id}, {config.episodes} episodes into {out}"
+              + (f" ({done} already done)" if done else ""), flush=True)
+    count = [done]
+
+    def progress(episode: dict) -> None:
+        count[0] += 1
+        if not args.quiet:
+            flag = "  CONTACT ARTIFACT" + (f", rerun {'success' if episode['corrected_success'] else 'failure'}"
+                                          if episode["corrected_success"] is not None else "") if episode["artifact"] else ""
+            print(f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
+                  f"{'success' if episode['success'] else 'failure'}{flag}", flush=True)
+
+    run_parallel(config, out, todo, args.workers, progress)
+    rows, _ = report(out)
+    print(format_table(rows))
+    paths = write_report(rows, out)
+    try:
+        from simuguard_gym.scoring.html_report import write_html_report
+
+        paths.insert(0, write_html_report(out, rows, out)[0])
+    except ImportError:
+        pass
+    print(f"report: {', '.join(str(p) for p in paths)}")
     return EXIT_OK
 
 

@@ -73,6 +73,14 @@ class RecordPhysics(gym.Wrapper):
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
         #: Paths of the recordings finished so far, oldest first.
         self.paths: list[Path] = []
+        self._next_name: str | None = None
+
+    def name_next(self, name: str) -> None:
+        """Record the next episode (from the next reset) as ``<directory>/<name>.msgpack``, e.g.
+        to name episodes by seed; an existing file of that name is never overwritten."""
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"name must be letters, digits, '_', '.' or '-', got {name!r}")
+        self._next_name = name
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -124,9 +132,18 @@ class RecordPhysics(gym.Wrapper):
             header["collision_pieces"] = pieces.to_dict()
         for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's detector config
             header.update(annotator.recording_header())
+        if self._next_name is not None:
+            path, self._next_name = self.directory / f"{self._next_name}{FILE_SUFFIX}", None
+            if path.exists():
+                raise FileExistsError(f"{path} exists; a recording is never overwritten")
+            self._writer = RecordingWriter(path, {**header, "episode": self._episode})
+            self._episode += 1
+            return
         while True:  # another env may record into the same directory: take the next free number
             path = self.directory / f"{self.name_prefix}_{self._episode:06d}{FILE_SUFFIX}"
             try:
+                if path.exists():
+                    raise FileExistsError(path)
                 self._writer = RecordingWriter(path, {**header, "episode": self._episode})
                 break
             except FileExistsError:

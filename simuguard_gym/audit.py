@@ -1,0 +1,231 @@
+"""`simuguard audit`: evaluate a policy on an env with recording, monitoring and reruns on.
+
+One recording per episode, named by seed (``seed_000116.msgpack``), a run manifest (versions,
+command, config, seeds) and, at the end, the score table and its report. A run resumes: rerun the
+same command and the finished episodes are kept, a half-written one is redone. A directory that
+holds another run is refused unless ``force``. ``workers`` > 1 runs episodes in that many local
+processes; an episode's outcome depends only on its seed, so the results are those of one worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import multiprocessing
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from simuguard_gym import __version__
+from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
+from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.replay.interventions import Intervention
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """What a run evaluates; two runs into one directory must have the same."""
+
+    env_id: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    episodes: int = 20
+    seed_base: int = 0
+    policy: str = "scripted"  # "scripted" (the env's expert_action), "MODULE:CALLABLE", or "sb3:PATH"
+    intervention: str | None = None  # None: the engine's default (PhysX depenetration, MuJoCo timeconst)
+
+    def seeds(self) -> list[int]:
+        return list(range(self.seed_base, self.seed_base + self.episodes))
+
+    def check(self) -> None:
+        if self.episodes < 1:
+            raise ValueError("--episodes must be at least 1")
+        register(self.env_id)
+        if self.env_id not in gym.registry:
+            raise ValueError(f"unknown env id {self.env_id!r} (not registered with Gymnasium)")
+        if self.intervention is not None:
+            Intervention.parse(self.intervention)
+        load_policy(self.policy)  # fails here, before any episode, if it does not import
+
+
+def register(env_id: str) -> None:
+    """Make ``env_id`` known: simuguard's built-in tasks, else ManiSkill3's (headless)."""
+    if env_id.startswith("simuguard_gym/"):
+        import simuguard_gym.envs  # noqa: F401
+    elif env_id not in gym.registry and importlib.util.find_spec("mani_skill") is not None:
+        from simuguard_gym.engines.sapien import headless
+
+        headless()
+        import mani_skill.envs  # noqa: F401
+
+
+def episode_name(seed: int) -> str:
+    return f"seed_{seed:06d}"
+
+
+def load_policy(spec: str) -> Callable[[gym.Env, Any], Any]:
+    """``policy(env, obs) -> action`` for a policy spec (see :class:`AuditConfig`)."""
+    if spec == "scripted":
+        def scripted(env: gym.Env, obs: Any) -> Any:
+            expert = getattr(env.unwrapped, "expert_action", None)
+            if expert is None:
+                raise ValueError("--policy scripted needs an env with expert_action() (the built-in tasks)")
+            return expert()
+        return scripted
+    if spec.startswith("sb3:"):
+        path = spec[4:]
+        try:
+            from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+        except ImportError:
+            raise ValueError("--sb3 needs stable-baselines3: pip install 'simuguard-gym[sb3]'") from None
+        for algorithm in (PPO, SAC, TD3, A2C, DDPG, DQN):
+            try:
+                model = algorithm.load(path, device="cpu")
+                break
+            except Exception:  # noqa: BLE001 - try the next algorithm
+                continue
+        else:
+            raise ValueError(f"cannot load an SB3 model from {path}")
+        return lambda env, obs: model.predict(obs, deterministic=True)[0]
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"--policy must be 'scripted' or MODULE:CALLABLE, got {spec!r}")
+    try:
+        target = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"cannot import the policy {spec}: {error}") from None
+    if not callable(target):
+        raise ValueError(f"the policy {spec} is not callable")
+    return lambda env, obs: target(obs)
+
+
+def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list[str]) -> list[int]:
+    """Create or resume ``out``; returns the seeds still to run."""
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / MANIFEST
+    if manifest.exists():
+        previous = json.loads(manifest.read_text()).get("config")
+        if previous != _plain(asdict(config)):
+            if not force:
+                raise ValueError(f"{out} holds another run (its {MANIFEST} has another config); "
+                                 "use another --out, or --force to replace it")
+            for path in list(out.glob(f"*{FILE_SUFFIX}*")) + [manifest]:
+                path.unlink()
+    elif any(out.glob(f"*{FILE_SUFFIX}")) and not force:
+        raise ValueError(f"{out} holds recordings of another run (no {MANIFEST}); use another --out or --force")
+    manifest.write_text(json.dumps({
+        "simuguard_version": __version__, "python": platform.python_version(), "platform": platform.platform(),
+        "command": command, "config": _plain(asdict(config)), "seeds": config.seeds(), "versions": _versions(),
+    }, indent=2))
+    todo = []
+    for seed in config.seeds():
+        path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
+        for stale in (out / f"{path.name}{PARTIAL_SUFFIX}", out / f"{path.name}.rerun.json"):
+            if stale.exists() and not path.exists():
+                stale.unlink()  # half-written: redone
+        if path.exists():
+            try:
+                if load_recording(path).complete:
+                    continue
+            except RecordingError:
+                pass
+            path.unlink()
+        todo.append(seed)
+    return todo
+
+
+def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
+                 progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``seeds`` in this process; returns one summary per episode."""
+    from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
+
+    register(config.env_id)
+    base = gym.make(config.env_id, **config.env_kwargs)
+    from simuguard_gym.engines.base import adapter_for
+
+    engine = adapter_for(base).engine
+    change = config.intervention or ("depenetration=1.0" if engine == "sapien-physx" else "timeconst=0.02")
+    env = DepenetrationRerun(base, change, directory=out)
+    recorder = _find(env, "RecordPhysics")
+    policy = load_policy(config.policy)
+    summaries = []
+    try:
+        for seed in seeds:
+            recorder.name_next(episode_name(seed))
+            obs, info = env.reset(seed=seed)
+            terminated = truncated = False
+            steps = 0
+            while not (terminated or truncated):
+                obs, _, terminated, truncated, info = env.step(policy(env, obs))
+                steps += 1
+            ours = info.get("simuguard", {})
+            summary = {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
+                       "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
+                       "events": [e["onset_substep"] for e in ours.get("events", [])]}
+            summaries.append(summary)
+            if progress is not None:
+                progress(summary)
+    finally:
+        env.close()
+    return summaries
+
+
+def _worker(payload: tuple[dict[str, Any], str, list[int]]) -> list[dict[str, Any]]:
+    config, out, seeds = payload
+    return run_episodes(AuditConfig(**config), Path(out), seeds)
+
+
+def run_parallel(config: AuditConfig, out: Path, seeds: list[int], workers: int,
+                 progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Episodes over ``workers`` processes (spawned: no state is shared with this one)."""
+    if workers <= 1:
+        return run_episodes(config, out, seeds, progress)
+    parts = [seeds[i::workers] for i in range(workers)]
+    context = multiprocessing.get_context("spawn")
+    results: list[dict[str, Any]] = []
+    with context.Pool(workers) as pool:
+        for part in pool.imap_unordered(_worker, [(asdict(config), str(out), p) for p in parts if p]):
+            for summary in part:
+                results.append(summary)
+                if progress is not None:
+                    progress(summary)
+    return sorted(results, key=lambda s: s["seed"])
+
+
+def _find(env: gym.Env, name: str) -> Any:
+    while isinstance(env, gym.Wrapper):
+        if type(env).__name__ == name:
+            return env
+        env = env.env
+    raise RuntimeError(f"no {name} in the wrapper stack")
+
+
+def _bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    try:
+        return bool(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in ("gymnasium", "mujoco", "numpy", "sapien", "robosuite", "mani_skill", "stable_baselines3"):
+        try:
+            found[name] = getattr(importlib.import_module(name), "__version__", "?")
+        except Exception:  # noqa: BLE001 - not installed
+            continue
+    return found
