@@ -1,0 +1,34 @@
+"""The examples run as a user runs them, with reduced sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run(script, *args):
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_evaluate_policy(tmp_path):
+    out = run("evaluate_policy.py", "--episodes", "2", "--out", str(tmp_path))
+    assert "seed 100:" in out and "Rep." in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="sb3 extra not installed")
+def test_train_ppo_sb3(tmp_path):
+    run("train_ppo_sb3.py", "--timesteps", "1024", "--log", str(tmp_path))
+    assert "simuguard/artifact_rate" in (tmp_path / "progress.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mani_skill") is None, reason="maniskill extra not installed")
+def test_audit_maniskill():
+    assert "replay of the first episode: exact" in run("audit_maniskill.py", "--episodes", "1", "--steps", "20")
