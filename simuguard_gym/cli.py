@@ -83,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no line per episode")
     p.set_defaults(run=_audit)
 
+    p = sub.add_parser("repair-physx", help="write a copy of the installed SAPIEN whose PhysX 5.3.1 GJK uses "
+                       "PhysX 5.4's degeneracy threshold (SimuGuard 4.2); the installed package is not touched")
+    p.add_argument("--out", required=True, help="directory for the repaired copy (use with PYTHONPATH=OUT)")
+    p.set_defaults(run=_repair_physx)
+
     p = sub.add_parser("demo", help="the main job: a scripted placement over 20 seeds, recorded, monitored, "
                        "rerun where an artifact struck, scored")
     p.add_argument("--seeds", type=int, default=20, help="episodes (default 20)")
@@ -367,6 +372,20 @@ def _audit(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     print(f"report: {', '.join(str(p) for p in paths)}")
+    return EXIT_OK
+
+
+def _repair_physx(args: argparse.Namespace) -> int:
+    from simuguard_gym.engines.physx_repair import RepairError, repair
+
+    try:
+        record = repair(args.out)
+    except RepairError as error:
+        raise ValueError(str(error)) from None
+    for site in record["sites"]:
+        print(f"  {site['function'].split('(')[0]} at {site['address']}: displacement {site['old']} -> {site['new']}")
+    print(f"repaired copy of SAPIEN in {args.out} (PhysX GJK threshold 2^-46 instead of 2^-23); record in "
+          f"{args.out}/simuguard-physx-repair.json\nuse it with: {record['use']} python ...")
     return EXIT_OK
 
 

@@ -1,0 +1,88 @@
+"""The repaired PhysX (GJK threshold of 5.4) in a copy of SAPIEN: the false contact is gone, real
+penetrations stay. Both engines run in subprocesses (one SAPIEN per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("sapien")
+if shutil.which("objdump") is None or shutil.which("nm") is None:
+    pytest.skip("binutils (nm, objdump) not installed", allow_module_level=True)
+
+from simuguard_gym.cli import main  # noqa: E402
+
+PLACEMENT = textwrap.dedent("""
+    import json, sys, gymnasium as gym, sapien
+    import simuguard_gym.envs
+    from simuguard_gym import ArtifactMonitor
+    env = ArtifactMonitor(gym.make("simuguard_gym/PlaceCanBasket-v0"))
+    env.reset(seed=116)
+    for _ in range(90):
+        *_, info = env.step(env.unwrapped.expert_action())
+    print(json.dumps({"sapien": sapien.__file__, "artifact": info["simuguard"]["artifact"], "success": info["success"]}))
+""")
+
+OVERLAP = textwrap.dedent("""
+    import json, numpy as np, sapien, sapien.physx as physx
+    from simuguard_gym.envs.can_basket_geometry import box_vertices
+    scene = sapien.Scene([physx.PhysxCpuSystem()]); scene.set_timestep(0.004)
+    material = physx.PhysxMaterial(0.5, 0.5, 0.0)
+    def body(kind, z):
+        c = kind()
+        c.attach(physx.PhysxCollisionShapeConvexMesh(box_vertices(np.zeros(3), np.array([0.01, 0.01, 0.01])).astype(np.float32),
+                                                      np.ones(3, np.float32), material))
+        e = sapien.Entity(); e.add_component(c); e.set_pose(sapien.Pose([0, 0, z])); scene.add_entity(e)
+    body(physx.PhysxRigidStaticComponent, 0.0)
+    body(physx.PhysxRigidDynamicComponent, 0.015)  # 5 mm into the lower block
+    scene.step()
+    print(json.dumps({"depth": -min(p.separation for c in scene.get_contacts() for p in c.points)}))
+""")
+
+
+def run(code, path=None):
+    env = dict(os.environ)
+    if path is not None:
+        env["PYTHONPATH"] = f"{path}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def repaired(tmp_path_factory):
+    out = tmp_path_factory.mktemp("physx") / "repaired"
+    assert main(["repair-physx", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_four_sites_and_idempotence(repaired, capsys):
+    record = json.loads((repaired / "simuguard-physx-repair.json").read_text())
+    assert len(record["sites"]) == 4 and record["constant"] == "00008028"  # 2^-46
+    names = sorted(s["function"].split("(")[0] for s in record["sites"])
+    assert names == ["physx::Gu::GJKCPairDoSimplex"] * 2 + ["physx::Gu::closestPtPointTetrahedron"] * 2
+    assert main(["repair-physx", "--out", str(repaired)]) == 0  # the same repair again: nothing changes
+    assert json.loads((repaired / "simuguard-physx-repair.json").read_text()) == record
+
+
+def test_an_already_repaired_library_is_refused(repaired, tmp_path):
+    code = ("import sys; from simuguard_gym.cli import main; "
+            f"sys.exit(main(['repair-physx', '--out', {str(tmp_path / 'again')!r}]))")
+    env = dict(os.environ, PYTHONPATH=f"{repaired}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 2 and "already repaired" in done.stderr
+
+
+def test_the_false_contact_is_gone_and_real_penetration_stays(repaired):
+    stock, fixed = run(PLACEMENT), run(PLACEMENT, repaired)
+    assert str(repaired) in fixed["sapien"] and str(repaired) not in stock["sapien"]
+    assert stock["artifact"] and not stock["success"]  # PhysX 5.3.1 throws the can (seed 116)
+    assert not fixed["artifact"] and fixed["success"]
+    deep_stock, deep_fixed = run(OVERLAP)["depth"], run(OVERLAP, repaired)["depth"]
+    assert deep_stock == pytest.approx(0.005, abs=1e-3) and deep_fixed == pytest.approx(deep_stock, abs=1e-4)
