@@ -15,6 +15,7 @@ import json
 import logging
 import multiprocessing
 import platform
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +42,7 @@ class AuditConfig:
     seed_base: int = 0
     policy: str = "scripted"  # "scripted" (the env's expert_action), "MODULE:CALLABLE", or "sb3:PATH"
     intervention: str | None = None  # None: the engine's default (PhysX depenetration, MuJoCo timeconst)
+    sapien_path: str | None = None  # a repaired SAPIEN copy (simuguard repair-physx) to run on
 
     def seeds(self) -> list[int]:
         return list(range(self.seed_base, self.seed_base + self.episodes))
@@ -180,14 +182,18 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
 
 def _worker(payload: tuple[dict[str, Any], str, list[int]]) -> list[dict[str, Any]]:
     config, out, seeds = payload
+    if config.get("sapien_path") is not None:  # a repaired SAPIEN copy, imported instead of the installed one
+        sys.path.insert(0, config["sapien_path"])
     return run_episodes(AuditConfig(**config), Path(out), seeds)
 
 
 def run_parallel(config: AuditConfig, out: Path, seeds: list[int], workers: int,
                  progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Episodes over ``workers`` processes (spawned: no state is shared with this one)."""
-    if workers <= 1:
+    """Episodes over ``workers`` processes (spawned: no state is shared with this one). On a
+    repaired SAPIEN copy (``config.sapien_path``) they always run in subprocesses importing it."""
+    if workers <= 1 and config.sapien_path is None:
         return run_episodes(config, out, seeds, progress)
+    workers = max(workers, 1)
     parts = [seeds[i::workers] for i in range(workers)]
     context = multiprocessing.get_context("spawn")
     results: list[dict[str, Any]] = []

@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--intervention", help="the rerun's change (default: depenetration=1.0 on PhysX, "
                    "timeconst=0.02 on MuJoCo)")
     p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    p.add_argument("--repaired-physx", metavar="DIR", help="run the episodes on the repaired SAPIEN copy that "
+                   "`simuguard repair-physx --out DIR` wrote (in subprocesses)")
     p.add_argument("--force", action="store_true", help="replace a different run in --out")
     p.add_argument("--quiet", action="store_true", help="no line per episode")
     p.set_defaults(run=_audit)
@@ -342,8 +344,11 @@ def _audit(args: argparse.Namespace) -> int:
         raise ValueError("--env-kwargs must be a JSON object")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
+    if args.repaired_physx and not (Path(args.repaired_physx) / "simuguard-physx-repair.json").exists():
+        raise ValueError(f"{args.repaired_physx} holds no repaired SAPIEN (run: simuguard repair-physx --out DIR)")
     config = AuditConfig(args.env, kwargs, args.episodes, args.seed_base,
-                         f"sb3:{args.sb3}" if args.sb3 else args.policy, args.intervention)
+                         f"sb3:{args.sb3}" if args.sb3 else args.policy, args.intervention,
+                         str(Path(args.repaired_physx).resolve()) if args.repaired_physx else None)
     config.check()
     out = Path(args.out)
     todo = prepare_directory(out, config, args.force, sys.argv)

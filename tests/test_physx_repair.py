@@ -86,3 +86,14 @@ def test_the_false_contact_is_gone_and_real_penetration_stays(repaired):
     assert not fixed["artifact"] and fixed["success"]
     deep_stock, deep_fixed = run(OVERLAP)["depth"], run(OVERLAP, repaired)["depth"]
     assert deep_stock == pytest.approx(0.005, abs=1e-3) and deep_fixed == pytest.approx(deep_stock, abs=1e-4)
+
+
+def test_audit_on_the_repaired_engine(repaired, tmp_path):
+    assert main(["audit", "--env", "simuguard_gym/PlaceCanBasket-v0", "--episodes", "1", "--seed-base", "116",
+                 "--out", str(tmp_path / "fixed"), "--repaired-physx", str(repaired), "--quiet"]) == 0
+    rows = json.loads((tmp_path / "fixed" / "report.json").read_text())["tasks"]
+    assert (rows[-1]["as_run"], rows[-1]["flagged"]) == (100.0, 0)
+    from simuguard_gym import load_recording
+
+    header = load_recording(tmp_path / "fixed" / "seed_000116.msgpack").header
+    assert "repaired" in header["engine_version"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -41,6 +42,9 @@ CONTACT_TOLERANCE = 1e-3
 PHYSX_VERSION = "5.3.1"  # the PhysX that SAPIEN 3.0.x bundles
 
 _RIGID = 13  # q(4) p(3) v(3) w(3) per dynamic body in pack()
+
+# A copy written by `simuguard repair-physx` carries its record beside the package.
+_REPAIRED = (Path(sapien.__file__).resolve().parent.parent / "simuguard-physx-repair.json").exists()
 
 
 class SapienAdapter(BodyTableMixin):
@@ -59,7 +63,8 @@ class SapienAdapter(BodyTableMixin):
     """
 
     engine = "sapien-physx"
-    engine_version = f"sapien {sapien.__version__}, PhysX {PHYSX_VERSION}"
+    engine_version = f"sapien {sapien.__version__}, PhysX {PHYSX_VERSION}" + (
+        ", GJK threshold repaired (simuguard repair-physx)" if _REPAIRED else "")
 
     def __init__(self, scene: Any, *, owner: Any = None) -> None:
         if not isinstance(_system_of(scene), physx.PhysxCpuSystem):
