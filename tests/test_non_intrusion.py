@@ -96,3 +96,15 @@ def test_recording_ends_with_outcome(record_dir):
     assert rec.header["env"]["id"] == "simuguard_gym/MujocoScene-v0"
     assert replay(rec).exact
     env.close()
+
+
+def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
+    from simuguard_gym.recording.recorder import MAX_ERRORS
+
+    off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir)
+    monkeypatch.setattr(env.adapter, "capture_contacts", lambda stage: 1 / 0)
+    on = run_random(env, 40, seed=3)
+    env.close()
+    assert_same_episode(off, on)  # the env runs on unchanged
+    assert len(on[-1][-1][INFO_KEY]["errors"]) == MAX_ERRORS  # bounded, not one per substep

@@ -21,6 +21,9 @@ from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
 
+#: Errors after which the recorder stops recording the episode.
+MAX_ERRORS = 100
+
 
 class SubstepRecorder:
     """Records substeps of ``adapter`` into chunks handed to ``sink(columns, first, n)``.
@@ -147,6 +150,10 @@ class SubstepRecorder:
         self.errors.append(record)
         if self.on_error is not None:
             self.on_error(record)
+        if len(self.errors) >= MAX_ERRORS:
+            # A hook that keeps failing would add an error per substep for the rest of the episode:
+            # stop recording it; what was recorded is kept and the footer counts the errors.
+            self.active = False
 
     # ------------------------------------------------------------------ internals
     def _flush(self) -> None:
