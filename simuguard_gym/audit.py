@@ -23,6 +23,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from simuguard_gym import __version__
+from simuguard_gym.import_spec import load_callable
 from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.replay.interventions import Intervention
@@ -97,15 +98,9 @@ def load_policy(spec: str) -> Callable[[gym.Env, Any], Any]:
         else:
             raise ValueError(f"cannot load an SB3 model from {path}")
         return lambda env, obs: model.predict(obs, deterministic=True)[0]
-    module, _, name = spec.partition(":")
-    if not module or not name:
+    if ":" not in spec:
         raise ValueError(f"--policy must be 'scripted' or MODULE:CALLABLE, got {spec!r}")
-    try:
-        target = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot import the policy {spec}: {error}") from None
-    if not callable(target):
-        raise ValueError(f"the policy {spec} is not callable")
+    target = load_callable(spec, "policy")
     return lambda env, obs: target(obs)
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from simuguard_gym import __version__
+from simuguard_gym.import_spec import load_callable
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
 
@@ -166,26 +166,13 @@ def _shorten(text: str, limit: int = 160) -> str:
 def _replay(args: argparse.Namespace) -> int:
     from simuguard_gym.replay.replay import replay
 
-    env_fn = _load_callable(args.env_fn) if args.env_fn else None
+    env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
     result = replay(args.file, env_fn=env_fn)
     for note in result.notes:
         print(f"note: {note}")
     print(result.message)
     print(f"success: recorded {result.recorded_success}, replayed {result.success}")
     return EXIT_OK if result.exact else EXIT_DIVERGED
-
-
-def _load_callable(spec: str) -> Callable[..., Any]:
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise ValueError(f"expected MODULE:CALLABLE, got {spec!r}")
-    try:
-        target = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot import {spec}: {error}") from None
-    if not callable(target):
-        raise ValueError(f"{spec} is not callable")
-    return target
 
 
 def _detect(args: argparse.Namespace) -> int:
@@ -256,7 +243,7 @@ def _rerun(args: argparse.Namespace) -> int:
 
     from simuguard_gym.replay.rerun import rerun
 
-    env_fn = _load_callable(args.env_fn) if args.env_fn else None
+    env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
     result = rerun(args.file, args.intervention, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn)
     if args.json:
         print(json.dumps(result.to_dict()))
