@@ -4,7 +4,8 @@ One recording per episode, named by seed (``seed_000116.msgpack``), a run manife
 command, config, seeds) and, at the end, the score table and its report. A run resumes: rerun the
 same command and the finished episodes are kept, a half-written one is redone. A directory that
 holds another run is refused unless ``force``. ``workers`` > 1 runs episodes in that many local
-processes; an episode's outcome depends only on its seed, so the results are those of one worker.
+processes, ``ray`` as tasks on a Ray cluster; an episode's outcome depends only on its seed, so the
+results are those of one worker.
 """
 
 from __future__ import annotations
@@ -194,6 +195,30 @@ def run_parallel(config: AuditConfig, out: Path, seeds: list[int], workers: int,
     results: list[dict[str, Any]] = []
     with context.Pool(workers) as pool:
         for part in pool.imap_unordered(_worker, [(asdict(config), str(out), p) for p in parts if p]):
+            for summary in part:
+                results.append(summary)
+                if progress is not None:
+                    progress(summary)
+    return sorted(results, key=lambda s: s["seed"])
+
+
+def run_ray(config: AuditConfig, out: Path, seeds: list[int], address: str,
+            progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Episodes as Ray tasks, one per seed (``address``: a cluster, or ``auto``/``local``: the
+    cluster of ``RAY_ADDRESS`` if any, else a local one). ``out`` must be a path every node sees."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--ray needs Ray: pip install 'simuguard-gym[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=None if address in ("auto", "local") else address, log_to_driver=False,
+                 include_dashboard=False)
+    task = ray.remote(_worker)
+    pending = [task.remote((asdict(config), str(out), [seed])) for seed in seeds]
+    results: list[dict[str, Any]] = []
+    while pending:
+        ready, pending = ray.wait(pending)
+        for part in ray.get(ready):
             for summary in part:
                 results.append(summary)
                 if progress is not None:

@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--intervention", help="the rerun's change (default: depenetration=1.0 on PhysX, "
                    "timeconst=0.02 on MuJoCo)")
     p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    p.add_argument("--ray", metavar="ADDRESS", help="run episodes as Ray tasks: a cluster address, or auto "
+                   "(RAY_ADDRESS's cluster, else a local one); --out must be visible to every node")
     p.add_argument("--repaired-physx", metavar="DIR", help="run the episodes on the repaired SAPIEN copy that "
                    "`simuguard repair-physx --out DIR` wrote (in subprocesses)")
     p.add_argument("--force", action="store_true", help="replace a different run in --out")
@@ -320,7 +322,7 @@ def _audit(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from simuguard_gym.audit import AuditConfig, prepare_directory, run_parallel
+    from simuguard_gym.audit import AuditConfig, prepare_directory, run_parallel, run_ray
     from simuguard_gym.scoring.report import format_table, report, write_report
 
     try:
@@ -353,7 +355,12 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
                   f"{'success' if episode['success'] else 'failure'}{flag}", flush=True)
 
-    run_parallel(config, out, todo, args.workers, progress)
+    if args.ray:
+        if config.sapien_path is not None:
+            raise ValueError("--ray and --repaired-physx do not combine (the repaired copy is local)")
+        run_ray(config, out, todo, args.ray, progress)
+    else:
+        run_parallel(config, out, todo, args.workers, progress)
     rows, _ = report(out)
     print(format_table(rows))
     paths = write_report(rows, out)

@@ -32,6 +32,16 @@ def test_workers_give_the_same_episodes(tmp_path):
     assert manifest["seeds"] == list(range(6)) and manifest["config"]["intervention"] == "timeconst=0.1"
 
 
+def test_ray_gives_the_same_episodes(tmp_path):
+    ray = pytest.importorskip("ray")
+    assert main(["audit", *ENV, "--out", str(tmp_path / "one")]) == 0
+    try:
+        assert main(["audit", *ENV, "--out", str(tmp_path / "ray"), "--ray", "auto"]) == 0
+    finally:
+        ray.shutdown()
+    assert outcomes(tmp_path / "ray") == outcomes(tmp_path / "one") and len(outcomes(tmp_path / "one")) == 6
+
+
 def test_an_interrupted_run_resumes(tmp_path):
     out = tmp_path / "run"
     assert main(["audit", *ENV, "--out", str(out)]) == 0
