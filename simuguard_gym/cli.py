@@ -346,21 +346,31 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"simuguard audit: {config.env_id}, {config.episodes} episodes into {out}"
               + (f" ({done} already done)" if done else ""), flush=True)
     count = [done]
+    bar = _progress_bar(config.episodes, done, args.quiet)
 
     def progress(episode: dict) -> None:
         count[0] += 1
-        if not args.quiet:
-            flag = "  CONTACT ARTIFACT" + (f", rerun {'success' if episode['corrected_success'] else 'failure'}"
-                                          if episode["corrected_success"] is not None else "") if episode["artifact"] else ""
-            print(f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
-                  f"{'success' if episode['success'] else 'failure'}{flag}", flush=True)
+        flag = "  CONTACT ARTIFACT" + (f", rerun {'success' if episode['corrected_success'] else 'failure'}"
+                                      if episode["corrected_success"] is not None else "") if episode["artifact"] else ""
+        line = (f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
+                f"{'success' if episode['success'] else 'failure'}{flag}")
+        if bar is not None:
+            bar.update(1)
+            if flag:
+                bar.write(line)
+        elif not args.quiet:
+            print(line, flush=True)
 
-    if args.ray:
-        if config.sapien_path is not None:
-            raise ValueError("--ray and --repaired-physx do not combine (the repaired copy is local)")
-        run_ray(config, out, todo, args.ray, progress)
-    else:
-        run_parallel(config, out, todo, args.workers, progress)
+    try:
+        if args.ray:
+            if config.sapien_path is not None:
+                raise ValueError("--ray and --repaired-physx do not combine (the repaired copy is local)")
+            run_ray(config, out, todo, args.ray, progress)
+        else:
+            run_parallel(config, out, todo, args.workers, progress)
+    finally:
+        if bar is not None:
+            bar.close()
     rows, _ = report(out)
     print(format_table(rows))
     paths = write_report(rows, out)
@@ -372,6 +382,17 @@ def _audit(args: argparse.Namespace) -> int:
         pass
     print(f"report: {', '.join(str(p) for p in paths)}")
     return EXIT_OK
+
+
+def _progress_bar(total: int, done: int, quiet: bool) -> Any:
+    """A tqdm bar over episodes (with ETA) when tqdm is installed and output is not quiet."""
+    if quiet:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=done, unit="episode", file=sys.stderr, dynamic_ncols=True)
 
 
 def _repair_physx(args: argparse.Namespace) -> int:
