@@ -41,6 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
     p.set_defaults(run=_detect)
 
+    p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file (bodies, speeds, contacts, "
+                       "events on a time line); open it with `rerun FILE.rrd`")
+    p.add_argument("file")
+    p.add_argument("--out", help="the .rrd file (default: beside the recording)")
+    p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
+    p.set_defaults(run=_view)
+
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
     p.add_argument("file")
     p.add_argument("--intervention", required=True,
@@ -238,6 +245,21 @@ def describe_report(report: Any) -> str:
             lines.append(f"  flag: {f['body']} {'non-finite' if f['non_finite'] else 'absurd'} state from substep "
                          f"{f['first_substep']} (peak {f['max_speed']:.1f} m/s)")
     return "\n".join(lines)
+
+
+def _view(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    try:
+        from simuguard_gym.recording.rrd_export import export_rrd
+        import rerun  # noqa: F401
+    except ImportError:
+        raise ValueError("simuguard view needs rerun-sdk: pip install 'simuguard-gym[viewer]'") from None
+    if args.stride is not None and args.stride < 1:
+        raise ValueError("--stride must be at least 1")
+    out = Path(args.out) if args.out else Path(args.file).with_suffix(".rrd")
+    print(f"wrote {export_rrd(args.file, out, args.stride)}; open it with: rerun {out}")
+    return EXIT_OK
 
 
 def _rerun(args: argparse.Namespace) -> int:

@@ -99,3 +99,11 @@ def test_inspect_shows_the_online_detector(record_dir, capsys):
     env.close()
     assert main(["inspect", str(env.env.paths[0])]) == 0
     assert "detector   1 contact artifacts online (1 ejection events, 1 flags)" in capsys.readouterr().out
+
+
+def test_view_exports_an_rrd(episode, tmp_path):
+    pytest.importorskip("rerun")
+    out = tmp_path / "episode.rrd"
+    assert main(["view", str(episode), "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:3] == b"RRF"  # rerun's file magic
+    assert main(["view", str(episode), "--out", str(out), "--stride", "0"]) == 2
