@@ -282,6 +282,19 @@ class BodyTableMixin:
         self._robot_mask = np.array([r == "robot" for r in table.roles], dtype=bool)
 
 
+def staged_counts(stage: Any, states: np.ndarray) -> np.ndarray | None:
+    """Contact counts of a stage's substeps, checked against the states given for them; None
+    (after clearing the stage) when no contact was staged at all."""
+    counts = np.asarray(stage.counts, dtype=np.int64)
+    if len(states) != len(counts):
+        stage.clear()
+        raise ValueError(f"{len(counts)} substeps staged but {len(states)} states given")
+    if not counts.any():
+        stage.clear()
+        return None
+    return counts
+
+
 _ADAPTER_ATTR = "_simuguard_adapter"
 
 

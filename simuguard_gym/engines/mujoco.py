@@ -27,7 +27,8 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks,
+                                       staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
@@ -491,13 +492,9 @@ class MujocoAdapter(BodyTableMixin):
     def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray) -> ContactPairs:
         """Merge the staged contacts per body pair within each substep (vectorised), add the two
         bodies' speeds after the substep (decoded from ``states``), then clear the stage."""
-        counts = np.asarray(stage.counts, dtype=np.int64)
-        if len(states) != len(counts):
-            stage.clear()
-            raise ValueError(f"{len(counts)} substeps staged but {len(states)} states given")
-        if not stage.raw:
-            stage.clear()
-            return ContactPairs.empty(len(counts))
+        counts = staged_counts(stage, states)
+        if counts is None:
+            return ContactPairs.empty(len(states))
         if self.data.ncon and self._contact_bytes is not None:
             if self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
                 stage.clear()

@@ -32,7 +32,8 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks,
+                                       staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
@@ -396,13 +397,11 @@ class SapienAdapter(BodyTableMixin):
         stage.nbytes += 120 * count
 
     def decode_contacts(self, stage: "SapienContactStage", states: np.ndarray) -> ContactPairs:
-        counts = np.asarray(stage.counts, dtype=np.int64)
-        if len(states) != len(counts):
-            stage.clear()
-            raise ValueError(f"{len(counts)} substeps staged but {len(states)} states given")
-        if not stage.rows:
-            stage.clear()
-            return ContactPairs.empty(len(counts))
+        """Merge the staged piece pairs per body pair within each substep (vectorised), add the
+        two bodies' point speeds, then clear the stage."""
+        counts = staged_counts(stage, states)
+        if counts is None:
+            return ContactPairs.empty(len(states))
         rows = np.array(stage.rows, dtype=np.float64)
         impulse = np.array(stage.impulses, dtype=np.float64).reshape(-1, 3)
         stage.clear()
