@@ -144,6 +144,7 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
                  progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run ``seeds`` in this process; returns one summary per episode."""
     from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
+    from simuguard_gym.wrappers.record_physics import RecordPhysics
 
     register(config.env_id)
     base = gym.make(config.env_id, **config.env_kwargs)
@@ -152,7 +153,7 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
     engine = adapter_for(base).engine
     change = config.intervention or ("depenetration=1.0" if engine == "sapien-physx" else "timeconst=0.02")
     env = DepenetrationRerun(base, change, directory=out)
-    recorder = _find(env, "RecordPhysics")
+    recorder = _find(env, RecordPhysics)
     policy = load_policy(config.policy)
     summaries = []
     try:
@@ -226,12 +227,12 @@ def run_ray(config: AuditConfig, out: Path, seeds: list[int], address: str,
     return sorted(results, key=lambda s: s["seed"])
 
 
-def _find(env: gym.Env, name: str) -> Any:
+def _find(env: gym.Env, kind: type) -> Any:
     while isinstance(env, gym.Wrapper):
-        if type(env).__name__ == name:
+        if isinstance(env, kind):
             return env
         env = env.env
-    raise RuntimeError(f"no {name} in the wrapper stack")
+    raise RuntimeError(f"no {kind.__name__} in the wrapper stack")
 
 
 def _bool(value: Any) -> bool | None:

@@ -88,3 +88,20 @@ def finger_flick(speed: float = 1.5) -> tuple[str, np.ndarray]:
     actions = np.zeros((60, 1))
     actions[:5] = speed / reach  # angular speed giving the finger ``speed`` m/s at the marble
     return xml, actions
+
+
+def record_scene(scene, directory, seed: int = 0, **scene_kwargs):
+    """Run ``scene``'s script once under ArtifactMonitor and RecordPhysics; the recording's path."""
+    import gymnasium as gym
+
+    import simuguard_gym.envs  # noqa: F401
+    from simuguard_gym import ArtifactMonitor, RecordPhysics
+
+    xml, actions = scene(**scene_kwargs)
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=FRAME_SKIP),
+                                        directory))
+    env.reset(seed=seed)
+    for action in actions:
+        env.step(action)
+    env.close()
+    return env.env.paths[-1]

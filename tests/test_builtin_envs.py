@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import simuguard_gym.envs  # noqa: F401
-from simuguard_gym import ArtifactMonitor, DetectorConfig, RecordPhysics, load_recording, replay
+from simuguard_gym import ArtifactMonitor, RecordPhysics, load_recording, replay
 from simuguard_gym.envs.can_basket_geometry import basket_pieces, can_pieces
 
 

@@ -86,18 +86,9 @@ def test_detect_file_and_directory(record_dir, capsys):
 
 def test_inspect_shows_the_online_detector(record_dir, capsys):
     import artifact_scenes as scenes
-    import gymnasium as gym
 
-    from simuguard_gym import ArtifactMonitor
-
-    xml, actions = scenes.created_inside_floor()
-    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/MujocoScene-v0", xml=xml,
-                                                 frame_skip=scenes.FRAME_SKIP), record_dir))
-    env.reset(seed=0)
-    for action in actions:
-        env.step(action)
-    env.close()
-    assert main(["inspect", str(env.env.paths[0])]) == 0
+    path = scenes.record_scene(scenes.created_inside_floor, record_dir)
+    assert main(["inspect", str(path)]) == 0
     assert "detector   1 contact artifacts online (1 ejection events, 1 flags)" in capsys.readouterr().out
 
 

@@ -31,19 +31,24 @@ def assert_same_episode(off, on):
             np.testing.assert_array_equal(np.asarray(value), np.asarray(info_on[key]))
 
 
-@pytest.mark.parametrize("name", list(FACTORIES))
-def test_recording_on_and_off_identical(name, record_dir):
-    make = FACTORIES[name]
-    plain, env = make(), RecordPhysics(make(), record_dir)
+def assert_wrapper_changes_nothing(make, wrap, seed):
+    """The same seeded random run, plain and wrapped: identical outputs, and qpos/qvel at every
+    substep as MuJoCo's own control callback observes them. Returns the (closed) wrapped env."""
+    plain, env = make(), wrap(make())  # models compile outside the probe
     with SubstepProbe() as probe_off:
-        off = run_random(plain, 150, seed=7)
+        off = run_random(plain, 150, seed=seed)
     with SubstepProbe() as probe_on:
-        on = run_random(env, 150, seed=7)
+        on = run_random(env, 150, seed=seed)
     env.close()
     assert_same_episode(off, on)
-    # qpos/qvel at every substep, observed by MuJoCo's own callback.
     assert len(probe_off.states) == len(probe_on.states) > 150 * 5
     assert_same_states(probe_off.states, probe_on.states)
+    return env
+
+
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_recording_on_and_off_identical(name, record_dir):
+    env = assert_wrapper_changes_nothing(FACTORIES[name], lambda e: RecordPhysics(e, record_dir), seed=7)
     assert len(env.paths) >= 2  # episodes were cut by the time limit and recorded
 
 

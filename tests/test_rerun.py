@@ -21,15 +21,8 @@ def can_in_place(env) -> bool:
 
 @pytest.fixture(scope="module")
 def inside_floor(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("rerun")
-    xml, actions = scenes.created_inside_floor(depth=0.03)
-    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/MujocoScene-v0", xml=xml,
-                                                 frame_skip=scenes.FRAME_SKIP), directory))
-    env.reset(seed=0)
-    for action in actions:
-        env.step(action)
-    env.close()
-    return load_recording(env.env.paths[0])
+    return load_recording(scenes.record_scene(scenes.created_inside_floor, tmp_path_factory.mktemp("rerun"),
+                                              depth=0.03))
 
 
 def test_timeconst_rerun_lowers_the_ejection_in_mujoco(inside_floor):

@@ -299,7 +299,6 @@ class ArtifactDetector:
         a, b = window.bodies[:, 0], window.bodies[:, 1]
         with_object = (a == body) | (b == body)
         other = np.where(a == body, b, a)
-        robot_touch = with_object & self._robot[other]
         touches_robot = set(a[self._robot[b]].tolist()) | set(b[self._robot[a]].tolist())
         candidates = set(other[with_object & ~self._robot[other] & ~self._static[other]].tolist())
         carriers: dict[int, float] = {}

@@ -78,6 +78,15 @@ class CollisionPieces:
     static_poses: np.ndarray
 
     @classmethod
+    def of_scene(cls, adapter: Any) -> "CollisionPieces | None":
+        """The convex pieces of an adapter's scene, for engines that collide convex pieces given
+        by vertices (the SAPIEN adapter); None for the others."""
+        pieces = getattr(adapter, "collision_pieces", None)
+        if pieces is None:
+            return None
+        return cls.from_adapter(pieces(), adapter.piece_bodies, adapter.body_poses(), adapter.body_table().kinds)
+
+    @classmethod
     def from_adapter(cls, pieces: list[tuple[int, np.ndarray] | None], bodies: np.ndarray, poses: np.ndarray,
                      kinds: tuple[str, ...]) -> "CollisionPieces":
         sizes = [0 if p is None else len(p[1]) for p in pieces]

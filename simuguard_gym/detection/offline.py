@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector

@@ -24,15 +24,6 @@ ON_ARTIFACT = ("ignore", "truncate")
 MAX_DEFERRED_SUBSTEPS = 256
 
 
-def collision_pieces(adapter: PhysicsAdapter) -> CollisionPieces | None:
-    """The scene's convex pieces, for adapters of engines that collide convex pieces (PhysX)."""
-    pieces = getattr(adapter, "collision_pieces", None)
-    if pieces is None:
-        return None
-    table = adapter.body_table()
-    return CollisionPieces.from_adapter(pieces(), adapter.piece_bodies, adapter.body_poses(), table.kinds)
-
-
 class ArtifactMonitor(gym.Wrapper):
     """Run the three-stage contact-artifact detector on every physics substep.
 
@@ -99,7 +90,7 @@ class ArtifactMonitor(gym.Wrapper):
             self.detector = ArtifactDetector(
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
                 gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
-                pieces=collision_pieces(self.adapter))
+                pieces=CollisionPieces.of_scene(self.adapter))
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.reset", error))
             self.tap.active = False

@@ -13,12 +13,12 @@ import gymnasium as gym
 import numpy as np
 
 from simuguard_gym import __version__
+from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.recording.recorder import SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
-from simuguard_gym.wrappers.artifact_monitor import collision_pieces
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class RecordPhysics(gym.Wrapper):
             package_version=__version__,
             model_mjb=self.adapter.model_bytes() if self.store_model else None,
         )
-        pieces = collision_pieces(self.adapter)
+        pieces = CollisionPieces.of_scene(self.adapter)
         if pieces is not None:  # for the false-contact check of offline detection
             header["collision_pieces"] = pieces.to_dict()
         for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's detector config
