@@ -11,7 +11,8 @@ from simuguard_gym.replay.replay import ReplayResult, replay  # noqa: E402
 from simuguard_gym.task_spec import TaskSpec  # noqa: E402
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor  # noqa: E402
 from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun  # noqa: E402
+from simuguard_gym.wrappers.param_identify import ParamIdentify  # noqa: E402
 from simuguard_gym.wrappers.record_physics import RecordPhysics  # noqa: E402
 
-__all__ = ["ArtifactMonitor", "DepenetrationRerun", "DetectionReport", "DetectorConfig", "RecordPhysics", "Recording", "ReplayResult",
+__all__ = ["ArtifactMonitor", "DepenetrationRerun", "ParamIdentify", "DetectionReport", "DetectorConfig", "RecordPhysics", "Recording", "ReplayResult",
            "TaskSpec", "detect", "load_recording", "replay", "__version__"]

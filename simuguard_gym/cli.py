@@ -107,6 +107,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", help="directory for recordings and report (default: a new temporary one)")
     p.set_defaults(run=_demo)
 
+    p = sub.add_parser("identify", help="identify mass, centre of mass, inertia and friction of a body from a "
+                       "CSV of wrench and pose (RigPI, through MuJoCo)")
+    p.add_argument("csv", help="columns t fx fy fz tx ty tz x y z qw qx qy qz (world frame, SI units)")
+    p.add_argument("--shape", required=True, action="append",
+                   help="box:X,Y,Z (full edges) | sphere:R | cylinder:R,H | ellipsoid:A,B,C, in metres, centred on "
+                        "the body frame; repeat for several")
+    p.add_argument("--material", help="density and friction from the table (pla, wood, steel, fruit, ...)")
+    p.add_argument("--density", type=float, help="kg/m^3, instead of --material")
+    p.add_argument("--joint", choices=("revolute", "prismatic"), help="the body is a link on this joint")
+    p.add_argument("--axis", default="0,0,1", help="joint axis, world frame (default 0,0,1)")
+    p.add_argument("--anchor", default="0,0,0", help="a point on a revolute axis, world frame")
+    p.add_argument("--support-height", type=float, help="the body rests on the plane z = this; identifies mu")
+    p.add_argument("--point", default="0,0,0", help="where the wrench acts, body frame (default the origin)")
+    p.add_argument("--method", choices=("lm", "gd", "least_squares"), default="lm")
+    p.add_argument("--resolution", default="0.0125,0.0005", help="wrench sensor resolution N,N*m (Axia80 default)")
+    p.add_argument("--out", help="write the result as JSON here (default: beside the CSV)")
+    p.set_defaults(run=_identify)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
@@ -428,6 +446,40 @@ def _repair_physx(args: argparse.Namespace) -> int:
         print(f"  {site['function'].split('(')[0]} at {site['address']}: displacement {site['old']} -> {site['new']}")
     print(f"repaired copy of SAPIEN in {args.out} (PhysX GJK threshold 2^-46 instead of 2^-23); record in "
           f"{args.out}/simuguard-physx-repair.json\nuse it with: {record['use']} python ...")
+    return EXIT_OK
+
+
+def _vector(text: str, name: str, n: int = 3) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != n:
+        raise ValueError(f"--{name} takes {n} comma-separated numbers, got {text!r}")
+    return values
+
+
+def _identify(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from simuguard_gym.identify import GeometryPrior, Joint, Problem, Support, identify, load_csv, parse_shape
+
+    series = load_csv(args.csv)
+    joint = Joint(args.joint, _vector(args.axis, "axis"), _vector(args.anchor, "anchor")) if args.joint else None
+    support = Support(args.support_height) if args.support_height is not None else None
+    problem = Problem(shapes=tuple(parse_shape(s) for s in args.shape), joint=joint, support=support,
+                      point=_vector(args.point, "point"))
+    prior = GeometryPrior(material=args.material, density=args.density)
+    result = identify(series, problem, prior, method=args.method,
+                      wrench_resolution=_vector(args.resolution, "resolution", 2),
+                      progress=(lambda i, loss: logging.info("iteration %d: loss %.6g", i, loss)))
+    print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.iterations} iterations, "
+          f"{result.seconds:.2f} s; pose loss {result.pose_loss:.4g}")
+    print(result.table())
+    out = Path(args.out) if args.out else Path(args.csv).with_suffix(".identify.json")
+    out.write_text(json.dumps(result.as_dict(), indent=1))
+    print(f"wrote {out}")
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
+from simuguard_gym.wrappers.param_identify import ParamIdentify
 from simuguard_gym.wrappers.record_physics import RecordPhysics
 
-__all__ = ["ArtifactMonitor", "DepenetrationRerun", "RecordPhysics"]
+__all__ = ["ArtifactMonitor", "DepenetrationRerun", "ParamIdentify", "RecordPhysics"]

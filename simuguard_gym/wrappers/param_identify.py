@@ -1,0 +1,121 @@
+"""ParamIdentify: identify a body's mass, centre of mass, inertia and friction from what the env
+does to it, and compare them with the parameters the model declares."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, SupportsFloat
+
+import gymnasium as gym
+
+from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.identify.fit import identify
+from simuguard_gym.identify.prior import Prior
+from simuguard_gym.identify.result import IdentificationResult
+from simuguard_gym.wrappers.info_key import with_simuguard
+
+logger = logging.getLogger(__name__)
+
+EVERY = ("episode",)
+
+
+class ParamIdentify(gym.Wrapper):
+    """Identify theta of one free body at the end of every episode (RigPI through MuJoCo).
+
+    Every physics substep the wrapper samples the body's pose and the wrench that the robot (any
+    moving body in contact) and applied forces exert on it. At episode end it identifies theta on
+    a model of the body and the static geoms it touched, and puts into ``info["simuguard"]["params"]``
+    the identified values, their standard errors, the model's declared values, the relative errors,
+    which parameters the data could not determine, and warnings. A large error on an identified
+    parameter says the simulated object does not behave like its declared parameters (solver
+    softness, contact drift, a wrong mass scale in an asset).
+
+    The identification runs after the episode's last step, so the env's observations, rewards and
+    own infos are untouched; an exception inside it is reported in ``info["simuguard"]["errors"]``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from simuguard_gym import ParamIdentify
+        >>> from simuguard_gym.envs.pusher_box import PUSHER_BOX_XML, push_policy
+        >>> env = ParamIdentify(gym.make("simuguard_gym/MujocoScene-v0", xml=PUSHER_BOX_XML, frame_skip=10,
+        ...                              max_episode_steps=150), body="box")
+        >>> obs, info = env.reset(seed=0)
+        >>> for k in range(150):
+        ...     obs, reward, terminated, truncated, info = env.step(push_policy(k * 0.02))
+        >>> params = info["simuguard"]["params"]
+        >>> sorted(params["truth"])[:3], params["identified"] if "identified" in params else "mass" in params["values"]
+        (['com_x', 'com_y', 'com_z'], True)
+        >>> env.close()
+    """
+
+    def __init__(self, env: gym.Env, body: str, every: str = "episode", prior: Prior | Callable | None = None, *,
+                 method: str = "lm", wrench_resolution: tuple[float, float] = (1e-6, 1e-7),
+                 pose_noise: tuple[float, float] = (1e-4, 1e-3), adapter: PhysicsAdapter | None = None,
+                 **identify_kwargs: Any) -> None:
+        super().__init__(env)
+        if every not in EVERY:
+            raise ValueError(f"every must be one of {EVERY}, got {every!r}")
+        from simuguard_gym.engines.mujoco import MujocoAdapter
+        from simuguard_gym.engines.mujoco_identify import BodyWrenchProbe
+
+        self.adapter = adapter_for(env, adapter)
+        if not isinstance(self.adapter, MujocoAdapter):
+            raise TypeError(f"ParamIdentify needs a MuJoCo env; this one runs on {type(self.adapter).__name__}")
+        self.body, self.prior, self.method = body, prior, method
+        self.identify_kwargs = dict(wrench_resolution=wrench_resolution, pose_noise=pose_noise, **identify_kwargs)
+        self.probe = BodyWrenchProbe(self.adapter, body)
+        self.adapter.hooks.add(self.probe)
+        #: the last episode's result (None before the first episode ends)
+        self.result: IdentificationResult | None = None
+        self._errors: list[dict[str, Any]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._errors = []
+        try:
+            self.adapter.refresh()
+            self.probe.start_episode()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._errors.append(HookError.capture(0, "identify.reset", error).to_dict())
+        return obs, with_simuguard(info, errors=list(self._errors))
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        fields: dict[str, Any] = {}
+        if terminated or truncated:
+            fields["params"] = self._identify()
+        for where, error in self.probe.errors:
+            self._errors.append(HookError.capture(len(self.probe._pose), where, error).to_dict())
+        self.probe.errors.clear()
+        return obs, reward, terminated, truncated, with_simuguard(info, errors=list(self._errors), **fields)
+
+    def close(self) -> None:
+        super().close()
+        self.adapter.hooks.remove(self.probe)
+        if not self.adapter.hooks.listeners:
+            self.adapter.detach()
+
+    def _identify(self) -> dict[str, Any] | None:
+        try:
+            problem = self.probe.problem()
+            series = self.probe.series()
+            truth = self.probe.truth()
+            result = identify(series, problem, self.prior, method=self.method, **self.identify_kwargs)
+        except Exception as error:  # noqa: BLE001
+            self._errors.append(HookError.capture(len(self.probe._pose), "identify.fit", error).to_dict())
+            logger.warning("ParamIdentify: identification failed: %s", error)
+            return None
+        self.result = result
+        out = result.as_dict()
+        values = {n: float(v) for n, v in zip(result.names, result.theta)}
+        out["values"] = values
+        out["truth"] = truth
+        out["relative_error"] = {n: (values[n] - t) / t if t != 0 else values[n] - t
+                                 for n, t in truth.items() if n in values}
+        out["body"] = self.body
+        out["samples"] = len(series)
+        return out
+
+
+__all__ = ["ParamIdentify"]
