@@ -68,11 +68,13 @@ def test_door_hinge_inertia_and_friction():
     i_c = 3.0 / 12 * np.diag([0.02 ** 2 + 0.7 ** 2, 0.5 ** 2 + 0.7 ** 2, 0.5 ** 2 + 0.02 ** 2])
     truth = TrueBody(3.0, (0.25, 0, 0), i_c, joint_friction=0.5)
     measured, _ = synthesise(door, truth, duration=2.0, seed=1, dt_truth=0.002, noise=None)
-    result = identify(measured, door, GeometryPrior(density=(100, 300, 1200)), wrench_resolution=(1e-6, 1e-7))
+    # the model steps like the truth (2 ms): the recovery must then be exact up to the optimiser
+    result = identify(measured, door, GeometryPrior(density=(100, 300, 1200)), wrench_resolution=(1e-6, 1e-7),
+                      substeps=1)
     hinge = i_c[2, 2] + 3.0 * 0.25 ** 2
     assert result.names == ("hinge_inertia", "friction")
-    assert result["hinge_inertia"] == pytest.approx(hinge, rel=0.01)
-    assert result["friction"] == pytest.approx(0.5, rel=0.02)
+    assert result["hinge_inertia"] == pytest.approx(hinge, rel=2e-3)
+    assert result["friction"] == pytest.approx(0.5, rel=1e-2)
 
 
 def test_inertia_projection_makes_candidates_physical():
@@ -174,9 +176,8 @@ def test_param_identify_reports_box_parameters_without_changing_the_env():
     params = info["simuguard"]["params"]
     assert info["simuguard"]["errors"] == []
     assert params["truth"]["mass"] == pytest.approx(0.3) and params["truth"]["mu"] == pytest.approx(0.5)
-    # the target is 5 %; measured 12 % (see docs/identify.md): this bounds what holds now
-    assert abs(params["relative_error"]["mass"]) < 0.2
-    assert abs(params["relative_error"]["mu"]) < 0.2
+    assert abs(params["relative_error"]["mass"]) < 0.05
+    assert abs(params["relative_error"]["mu"]) < 0.05
     assert not params["parameters"]["ixx"]["identified"]
 
 

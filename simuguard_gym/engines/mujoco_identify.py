@@ -149,14 +149,22 @@ class Shooting:
     def __init__(self, problem: Problem, prior: Prior, series: WrenchPoseSeries, *,
                  free: np.ndarray | None = None, window_s: float = 0.25,
                  pose_noise: tuple[float, float] = (1e-3, np.radians(0.5)), wrench_smoothing_s: float = 0.0,
-                 nthread: int | None = None) -> None:
+                 substeps: int = 1, fit_starts: bool = True, nthread: int | None = None) -> None:
         self.problem, self.prior, self.series = problem, prior, series
         self.names = prior.names
         self.free = np.ones(len(self.names), bool) if free is None else np.asarray(free, bool)
         self.scale = prior.scale
         self.dt = series.dt
         self.first_pose = series.poses[0]
-        self.base = build_model(problem, self.first_pose, self.dt)
+        if substeps < 1:
+            raise ValueError("substeps must be at least 1")
+        # the model may step finer than the samples (the wrench held over a sample's substeps):
+        # dry friction and contacts at 2 ms differ measurably from the same physics at 0.5 ms
+        self.substeps = int(substeps)
+        self.fit_starts = bool(fit_starts)
+        #: finite-difference step in normalised units (parameter scale = 1)
+        self.fd_step = 1e-5
+        self.base = build_model(problem, self.first_pose, self.dt / self.substeps)
         self._scratch = mujoco.MjData(self.base)
         self.nthread = nthread or max(1, min(os.cpu_count() or 1, 8))
         self._datas = [mujoco.MjData(self.base) for _ in range(self.nthread)]
@@ -253,8 +261,12 @@ class Shooting:
         return init
 
     def simulate(self, models: list[mujoco.MjModel], init: np.ndarray, control: np.ndarray) -> np.ndarray:
-        """qpos trajectories (rows, nstep + 1, nq), the start included."""
-        state, _ = self._runner.rollout(models, self._datas, init, control, nstep=self.nstep)
+        """qpos trajectories (rows, nstep + 1, nq) at the samples, the start included."""
+        k = self.substeps
+        if k > 1:
+            control = np.repeat(control, k, axis=1)
+        state, _ = self._runner.rollout(models, self._datas, init, control, nstep=self.nstep * k)
+        state = state[:, k - 1::k]
         q0, nq = self.qpos0, self.base.nq
         return np.concatenate([init[:, None, q0:q0 + nq], state[:, :, q0:q0 + nq]], axis=1)
 
@@ -287,11 +299,17 @@ class Shooting:
 
     # -------------------------------------------------------------- objective
     @property
+    def _window_vars(self) -> int:
+        return self.nwin if self.fit_starts else 0
+
+    @property
     def n_theta(self) -> int:
         return int(self.free.sum())
 
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(x, float).ravel()
+        if not self.fit_starts:
+            return x[: self.n_theta], np.zeros((len(self.starts), self.nwin))
         return x[: self.n_theta], x[self.n_theta:].reshape(len(self.starts), self.nwin)
 
     def penalty(self, theta: np.ndarray) -> np.ndarray:
@@ -329,8 +347,9 @@ class Shooting:
         pen = np.stack([self.penalty(th) for th in thetas])
         return np.concatenate([r, pen], axis=1).T
 
-    def jacobian(self, x: np.ndarray, r: np.ndarray, step: float = 1e-5) -> np.ndarray:
+    def jacobian(self, x: np.ndarray, r: np.ndarray, step: float | None = None) -> np.ndarray:
         """Forward differences; a window variable is perturbed in all windows in the same rollout."""
+        step = self.fd_step if step is None else step
         x = np.asarray(x, float).ravel()
         zt, zw = self.split(x)
         n_w = len(self.starts)
@@ -341,7 +360,7 @@ class Shooting:
             z[i] += step
             thetas.append(self.theta(z))
             wins.append(zw)
-        for v in range(self.nwin):
+        for v in range(self._window_vars):
             w = zw.copy()
             w[:, v] += step
             thetas.append(self.theta(zt))
@@ -354,7 +373,7 @@ class Shooting:
         jac = np.zeros((n_res_pose + pen0.size, x.size))
         jac[:n_res_pose, : self.n_theta] = diff[: self.n_theta].reshape(self.n_theta, -1).T
         rows = base.shape[1]
-        for v in range(self.nwin):
+        for v in range(self._window_vars):
             for j in range(n_w):
                 jac[j * rows:(j + 1) * rows, self.n_theta + j * self.nwin + v] = diff[self.n_theta + v, j]
         for i in range(self.n_theta):
@@ -365,12 +384,12 @@ class Shooting:
 
     def x0(self) -> np.ndarray:
         z = self.prior.value[self.free] / self.scale[self.free]
-        return np.concatenate([z, np.zeros(len(self.starts) * self.nwin)])
+        return np.concatenate([z, np.zeros(len(self.starts) * self._window_vars)])
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         lo = self.prior.lower[self.free] / self.scale[self.free]
         hi = self.prior.upper[self.free] / self.scale[self.free]
-        big = np.full(len(self.starts) * self.nwin, 1e3)
+        big = np.full(len(self.starts) * self._window_vars, 1e3)
         return np.concatenate([lo, -big]), np.concatenate([hi, big])
 
     def pose_loss(self, x: np.ndarray) -> float:
@@ -478,6 +497,8 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
     """
     t0 = time.perf_counter()
     x0 = shoot.x0()
+    if shoot.n_theta <= GRID_MAX_PARAMETERS:
+        x0[: shoot.n_theta] = coarse_search(shoot, x0)
     history: list[float] = []
     if method == "lm":
         def callback(trace):
@@ -506,6 +527,33 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
     se[shoot.free] = np.sqrt(np.abs(np.diag(cov)[: shoot.n_theta])) * shoot.scale[shoot.free]
     return FitOutcome(theta, se, history, iterations, seconds, seconds / max(iterations, 1),
                       shoot.pose_loss(x), zw)
+
+
+#: up to this many fitted parameters, a grid over C picks the start (7 points a parameter)
+GRID_MAX_PARAMETERS = 3
+
+
+def coarse_search(shoot: Shooting, x0: np.ndarray, points: int = 7, batch: int = 64) -> np.ndarray:
+    """The best of a grid over C (log-spaced for positive parameters) and the current start.
+
+    With contacts or dry friction the loss is rough on the scale of a few percent (stick-slip
+    changes with every parameter), so a gradient method from a far start stalls on a bump; a
+    handful of parameters can afford a look at the whole box first, all candidates batched.
+    """
+    lo, hi = shoot.prior.lower[shoot.free], shoot.prior.upper[shoot.free]
+    axes = []
+    for a, b in zip(lo, hi):
+        axes.append(np.geomspace(a, b, points) if a > 0 else np.linspace(a, b, points))
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, len(lo)) / shoot.scale[shoot.free]
+    grid = np.vstack([x0[: shoot.n_theta], grid])
+    rest = x0[shoot.n_theta:]
+    losses = []
+    for i in range(0, len(grid), batch):
+        chunk = grid[i:i + batch]
+        x = np.hstack([chunk, np.tile(rest, (len(chunk), 1))]).T
+        r = shoot.residual(x)
+        losses.append(np.sum(np.where(np.isfinite(r), r, 1e30) ** 2, axis=0))
+    return grid[int(np.argmin(np.concatenate(losses)))]
 
 
 def _descend(shoot: Shooting, x: np.ndarray, max_iter: int, history: list[float],
