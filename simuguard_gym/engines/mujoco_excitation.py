@@ -97,6 +97,7 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
                dt_sample: float = 0.002, noise: SensorNoise | None = SensorNoise()
                ) -> tuple[WrenchPoseSeries, WrenchPoseSeries]:
     """(measured, clean) series of one excitation; ``amplitude`` scales the reference motion.
+    The clean series carries the exact velocities; the measured one has none.
 
     Free body: the pose tracks a random 6-D reference (gravity compensated, about 5 cm and 0.5 rad
     at amplitude 1). On a support: a horizontal push at the wrench point tracks a random planar
@@ -122,7 +123,8 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
     i_max = float(np.max(np.linalg.eigvalsh(truth.inertia)))
     wn = 2 * np.pi * 4.0                       # controller bandwidth, Hz -> rad/s
     freqs = (0.4, 0.9, 1.7)
-    poses, wrench = np.zeros((n, 7)), np.zeros((n, 6))
+    poses, wrench, velocity = np.zeros((n, 7)), np.zeros((n, 6)), np.zeros((n, 6))
+    spatial = np.zeros(6)
     if problem.joint is None and problem.support is None:
         ref_p = data.qpos[:3] + _smooth_random(rng, t, 3, np.full(3, 0.05 * amplitude), freqs)
         ref_r = _smooth_random(rng, t, 3, np.full(3, 0.5 * amplitude), freqs)
@@ -138,6 +140,10 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
         # after mj_step, xpos and friends still describe the state before it
         mujoco.mj_forward(model, data)
         poses[k, :3], poses[k, 3:] = data.xpos[b], data.xquat[b]
+        # the frame origin's world velocity and the body-frame angular velocity (free-joint qvel)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, b, spatial, 0)
+        velocity[k, :3] = spatial[3:]
+        velocity[k, 3:] = data.xmat[b].reshape(3, 3).T @ spatial[:3]
         w = np.zeros(6)
         if problem.joint is None and problem.support is None:
             vel = data.qvel[:3]
@@ -168,7 +174,7 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
         wrench[k] = w
         data.ctrl[:] = w
         mujoco.mj_step(model, data, nstep=sub)
-    clean = WrenchPoseSeries(t, wrench[:, :3], wrench[:, 3:], poses[:, :3], poses[:, 3:])
+    clean = WrenchPoseSeries(t, wrench[:, :3], wrench[:, 3:], poses[:, :3], poses[:, 3:], velocity)
     if noise is None:
         return clean, clean
     res = np.array([noise.force_resolution] * 3 + [noise.torque_resolution] * 3)

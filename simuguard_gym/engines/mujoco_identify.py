@@ -226,7 +226,12 @@ class Shooting:
                 self.sigma_q = self.sigma_r
             self.control = gen[idx[:, :-1]][..., None]
             self.target_q = q[idx]
-            qd = kinematics.savgol(q, self.dt, self._seed_window, 3, 1)
+            if s.velocity is not None and self.joint.kind == "prismatic":
+                qd = s.velocity[:, :3] @ axis
+            elif s.velocity is not None:
+                qd = pose.rotate(s.quaternion, s.velocity[:, 3:]) @ axis
+            else:
+                qd = kinematics.savgol(q, self.dt, self._seed_window, 3, 1)
             self.seed_vel = qd[self.starts][:, None]
             self.nwin = 2
             self.win_scale = np.array([self.sigma_q * 10, 0.1])
