@@ -7,10 +7,13 @@ Three ways in, from the same code:
 3. ``ParamIdentify`` on a MuJoCo env: what the robot does to a body, identified at episode end,
    next to the model's declared values.
 
-    python examples/identify_object.py
+    python examples/identify_object.py [--out DIR]
 """
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -23,17 +26,17 @@ from simuguard_gym.identify import GeometryPrior, Problem, Shape, identify
 from simuguard_gym.identify.inertia import to_entries
 
 
-def apple_from_a_series() -> None:
+def apple_from_a_series(out: Path) -> None:
     # A 200 g apple-like ellipsoid held at its top by a gripper with an Axia80-class sensor.
     problem = Problem(shapes=(Shape("ellipsoid", (0.04, 0.04, 0.037)),), point=(0, 0, 0.037))
     inertia = np.diag([1.15e-4, 1.2e-4, 1.28e-4])
     truth = TrueBody(0.2, com=(0.002, -0.001, 0.002), inertia=inertia)
     measured, _ = synthesise(problem, truth, duration=3.0, seed=0, amplitude=2.0)
-    measured.to_csv("apple.csv")   # the same data for `simuguard identify apple.csv --shape ellipsoid:...`
+    measured.to_csv(out / "apple.csv")   # the same data for `simuguard identify apple.csv ...`
     result = identify(measured, problem, GeometryPrior(material="fruit"))
     print(f"apple: {result.iterations} iterations, {result.seconds:.2f} s")
     print(result.table(dict(zip(result.names, [0.2, *truth.com, *to_entries(inertia)]))))
-    print("same from the command line: simuguard identify apple.csv --shape ellipsoid:0.04,0.04,0.037 "
+    print(f"same from the command line: simuguard identify {out / 'apple.csv'} --shape ellipsoid:0.04,0.04,0.037 "
           "--point 0,0,0.037 --material fruit\n")
 
 
@@ -54,5 +57,9 @@ def box_in_an_env() -> None:
 
 
 if __name__ == "__main__":
-    apple_from_a_series()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("."), help="where apple.csv goes (default: here)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    apple_from_a_series(args.out)
     box_in_an_env()

@@ -32,3 +32,11 @@ def test_train_ppo_sb3(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("mani_skill") is None, reason="maniskill extra not installed")
 def test_audit_maniskill():
     assert "replay of the first episode: exact" in run("audit_maniskill.py", "--episodes", "1", "--steps", "20")
+
+
+def test_identify_object(tmp_path):
+    out = run("identify_object.py", "--out", str(tmp_path))
+    assert (tmp_path / "apple.csv").exists()
+    mass_line = next(line for line in out.splitlines() if line.startswith("mass "))
+    assert float(mass_line.split()[-1].rstrip("%")) < 3.0          # the apple's mass error
+    assert "pushed box" in out and "mu" in out
