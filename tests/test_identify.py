@@ -75,6 +75,12 @@ def test_door_hinge_inertia_and_friction():
     assert result.names == ("hinge_inertia", "friction")
     assert result["hinge_inertia"] == pytest.approx(hinge, rel=2e-3)
     assert result["friction"] == pytest.approx(0.5, rel=1e-2)
+    assert any("only its inertia about the hinge" in w for w in result.warnings)
+    # RigPI's optimiser: gradient steps of 1/100 of each parameter's scale
+    descent = identify(measured, door, GeometryPrior(density=(100, 300, 1200)), wrench_resolution=(1e-6, 1e-7),
+                       substeps=1, method="gd", max_iter=150)
+    assert descent.method == "gd" and descent.loss_history[-1] <= descent.loss_history[0]
+    assert descent["hinge_inertia"] == pytest.approx(hinge, rel=0.05)
 
 
 def test_inertia_projection_makes_candidates_physical():

@@ -141,7 +141,7 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
         mujoco.mj_forward(model, data)
         poses[k, :3], poses[k, 3:] = data.xpos[b], data.xquat[b]
         # the frame origin's world velocity and the body-frame angular velocity (free-joint qvel)
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, b, spatial, 0)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, spatial, 0)
         velocity[k, :3] = spatial[3:]
         velocity[k, 3:] = data.xmat[b].reshape(3, 3).T @ spatial[:3]
         w = np.zeros(6)

@@ -176,7 +176,12 @@ def _joint_fit(problem: Problem, series: WrenchPoseSeries, sigma_f: float, sigma
     y = np.column_stack(columns)
     use = moving | (speed < 1e-9)
     est, cov = _solve(y[use], gen[use], np.full(int(use.sum()), sigma))
-    notes = [] if moving.sum() >= 5 else ["the joint never moves: its friction is not observable"]
+    notes = [("a prismatic link shows only its mass along the axis and the joint friction"
+              if joint.kind == "prismatic" else
+              "a revolute link shows only its inertia about the hinge (and, on an axis not along gravity, "
+              "its gravity moment) and the joint friction") + "; its other inertial parameters are not identifiable"]
+    if moving.sum() < 5:
+        notes.append("the joint never moves: its friction is not observable")
     return LinearFit(problem.names, est, np.sqrt(np.abs(np.diag(cov))), float(moving.mean()), notes)
 
 
