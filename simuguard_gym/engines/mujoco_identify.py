@@ -114,7 +114,8 @@ def build_model(problem: Problem, first_pose: np.ndarray, timestep: float) -> mu
         if problem.support.solref is not None:
             plane.solref = list(problem.support.solref)
     for k, sg in enumerate(problem.static_geoms):
-        g = world.add_geom(type=int(sg.type), size=list(sg.size), pos=list(sg.pos), quat=list(sg.quat), condim=3)
+        g = world.add_geom(type=mujoco.mjtGeom(int(sg.type)), size=list(sg.size), pos=list(sg.pos),
+                           quat=list(sg.quat), condim=3)
         g.friction = [0.0, 0.005, 0.0001]
         if sg.mesh_vertices is not None:
             mesh = spec.add_mesh(name=f"static{k}")

@@ -13,6 +13,8 @@ _ENVS = {
     "simuguard_gym/MujocoScene-v0": dict(entry_point="simuguard_gym.envs.mujoco_scene:MujocoSceneEnv"),
     "simuguard_gym/Robosuite-v0": dict(entry_point="simuguard_gym.envs.robosuite_task:RobosuiteEnv",
                                        disable_env_checker=True),
+    "simuguard_gym/Libero-v0": dict(entry_point="simuguard_gym.envs.libero_task:LiberoEnv",
+                                    disable_env_checker=True),
     "simuguard_gym/PlaceCanBasket-v0": dict(entry_point="simuguard_gym.envs.place_can_basket:PlaceCanBasketEnv",
                                             max_episode_steps=90),
     "simuguard_gym/PlaceCanBasket-MuJoCo-v0": dict(

