@@ -79,3 +79,20 @@ def test_cli_audit_init_rejects_bad_input(capsys):
 
     assert main(["audit-init", "libero_nonsense", "--quiet"]) == 2
     assert "unknown LIBERO suite" in capsys.readouterr().err
+
+
+def test_unseeded_fixture_placement_is_written_back(tmp_path):
+    """SimuGuard C.1: LIBERO places fixtures with an unseeded generator; a replay of an episode
+    reset without a seed must put them where they were."""
+    import simuguard_gym.envs  # noqa: F401
+    from simuguard_gym import RecordPhysics, load_recording, replay
+
+    env = RecordPhysics(gym.make("simuguard_gym/Libero-v0", suite="libero_goal", task_id=0, init_state=0), tmp_path)
+    env.reset()
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        env.step(rng.uniform(-1, 1, 7))
+    env.close()
+    result = replay(load_recording(env.paths[0]))
+    assert result.exact, result.message
+    assert any("placed the scene's bodies differently" in n for n in result.notes)

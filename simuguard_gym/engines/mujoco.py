@@ -326,6 +326,21 @@ class MujocoAdapter(BodyTableMixin):
             return None
         return bool(check())
 
+    def model_body_pose(self) -> np.ndarray:
+        """Every body's pose in its parent (nbody, 7): where the scene placed its fixtures."""
+        return np.concatenate([self.model.body_pos, self.model.body_quat], axis=1).copy()
+
+    def set_model_body_pose(self, pose: np.ndarray) -> None:
+        """Place the bodies as recorded (benchmarks such as LIBERO place fixtures with an unseeded
+        generator), then recompute the model constants that depend on where bodies are."""
+        pose = np.asarray(pose, dtype=float)
+        if pose.size != self.model.nbody * 7:
+            return                      # another scene altogether: the fingerprint will say so
+        pose = pose.reshape(self.model.nbody, 7)
+        self.model.body_pos[:] = pose[:, :3]
+        self.model.body_quat[:] = pose[:, 3:]
+        mujoco.mj_setConst(self.model, self.data)
+
     def current_contacts(self) -> tuple[np.ndarray, np.ndarray]:
         """Body id pairs (n, 2) and penetration depths (n,) in metres of the contacts of the
         current data (positive = overlapping), as the last forward pass found them."""

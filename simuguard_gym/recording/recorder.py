@@ -246,6 +246,8 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "initial_body_vel": vel[0].astype("<f8").tobytes(),
         "gravity": [float(g) for g in adapter.gravity],
         "model_fingerprint": adapter.model_fingerprint(),
+        **({"model_body_pose": adapter.model_body_pose().astype("<f8").tobytes()}
+           if hasattr(adapter, "model_body_pose") else {}),
         "snapshot_every": recorder.snapshot_every,
         "chunk_substeps": recorder.chunk_substeps,
         **extra,

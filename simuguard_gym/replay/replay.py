@@ -156,6 +156,12 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     if adapter.engine_version != header.get("engine_version"):
         notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
                      f"replay {adapter.engine_version}")
+    if adapter.model_fingerprint() != header.get("model_fingerprint") and header.get("model_body_pose") \
+            and hasattr(adapter, "set_model_body_pose"):
+        # SimuGuard C.1: fixtures placed by an unseeded generator land elsewhere on every reset
+        adapter.set_model_body_pose(np.frombuffer(header["model_body_pose"], dtype="<f8"))
+        if adapter.model_fingerprint() == header.get("model_fingerprint"):
+            notes.append("the reset placed the scene's bodies differently; the recorded placement was written back")
     if adapter.model_fingerprint() != header.get("model_fingerprint"):
         return Divergence(0, "model", detail="the rebuilt scene's model differs from the recorded one "
                           "(seed not honoured, or different env kwargs/version)")
