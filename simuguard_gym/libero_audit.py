@@ -42,9 +42,14 @@ class StateAudit:
 
 @dataclass
 class SuiteSummary:
+    """Per suite: states audited; states with an object inside a support, with an ejection, with a
+    contact artifact; ejection and artifact events (an event is one object); affected tasks."""
+
     suite: str
     states: int
     inside: int
+    states_with_ejection: int
+    states_with_artifact: int
     ejections: int
     artifacts: int
     tasks_with_artifacts: list[int]
@@ -105,19 +110,22 @@ def summarise(audits: Sequence[StateAudit]) -> list[SuiteSummary]:
     for suite in dict.fromkeys(a.suite for a in audits):
         mine = [a for a in audits if a.suite == suite]
         rows.append(SuiteSummary(
-            suite, len(mine), sum(bool(a.inside) for a in mine), sum(a.ejections for a in mine),
-            sum(a.artifacts for a in mine), sorted({a.task for a in mine if a.artifacts}),
-            len({a.task for a in mine})))
+            suite, len(mine), sum(bool(a.inside) for a in mine), sum(a.ejections > 0 for a in mine),
+            sum(a.artifacts > 0 for a in mine), sum(a.ejections for a in mine), sum(a.artifacts for a in mine),
+            sorted({a.task for a in mine if a.artifacts}), len({a.task for a in mine})))
     return rows
 
 
 def table(audits: Sequence[StateAudit]) -> str:
     """The per-suite table and, for objects that started inside a support or were ejected, per
     object: states, mean initial depth, peak speed."""
-    lines = [f"{'suite':<16}{'states':>7}{'inside >5mm':>13}{'ejections':>11}{'artifacts':>11}  tasks with artifacts"]
+    lines = [f"{'':<16}{'':>7}{'states with':^36}{'events':^20}",
+             f"{'suite':<16}{'states':>7}{'inside >5mm':>12}{'ejection':>12}{'artifact':>12}"
+             f"{'ejections':>10}{'artifacts':>10}  tasks with artifacts"]
     for r in summarise(audits):
-        lines.append(f"{r.suite:<16}{r.states:>7}{r.inside:>13}{r.ejections:>11}{r.artifacts:>11}  "
-                     f"{len(r.tasks_with_artifacts)}/{r.tasks} {r.tasks_with_artifacts or ''}")
+        lines.append(f"{r.suite:<16}{r.states:>7}{r.inside:>12}{r.states_with_ejection:>12}{r.states_with_artifact:>12}"
+                     f"{r.ejections:>10}{r.artifacts:>10}  {len(r.tasks_with_artifacts)}/{r.tasks} "
+                     f"{r.tasks_with_artifacts or ''}")
     notable: dict[tuple[str, int, str], list[tuple[float, float, int]]] = {}
     for a in audits:
         for name, o in a.objects.items():
@@ -168,3 +176,8 @@ def run(suites: Sequence[str], tasks: Sequence[int] | None = None, states: int =
 
 def to_json(audits: Sequence[StateAudit]) -> dict[str, Any]:
     return {"summary": [asdict(r) for r in summarise(audits)], "states": [asdict(a) for a in audits]}
+
+
+def from_json(data: dict[str, Any]) -> list[StateAudit]:
+    """The states of a ``--json`` file, e.g. to print its table again."""
+    return [StateAudit(**s) for s in data["states"]]
