@@ -194,3 +194,17 @@ def test_param_identify_rejects_a_body_without_free_joint():
     with pytest.raises(ValueError, match="no body named"):
         ParamIdentify(env, body="can")
     env.close()
+
+
+def test_oven_door_on_a_horizontal_hinge_identifies_its_gravity_moment():
+    oven = Problem(shapes=(Shape("box", (0.5, 0.02, 0.4), pos=(0, 0, 0.2)),),
+                   joint=Joint("revolute", (1, 0, 0), (0, 0, 0)), point=(0.0, 0.02, 0.35))
+    i_c = 2.0 / 12 * np.diag([0.02 ** 2 + 0.4 ** 2, 0.5 ** 2 + 0.4 ** 2, 0.5 ** 2 + 0.02 ** 2])
+    truth = TrueBody(2.0, (0, 0, 0.2), i_c, joint_friction=0.2)
+    measured, _ = synthesise(oven, truth, seed=0, noise=None, dt_truth=0.002, start=np.array([0.6]))
+    result = identify(measured, oven, GeometryPrior(density=(100, 300, 1200)), substeps=1,
+                      wrench_resolution=(1e-6, 1e-7))
+    assert result.names == ("hinge_inertia", "gravity_moment", "friction")
+    assert result["hinge_inertia"] == pytest.approx(i_c[0, 0] + 2.0 * 0.2 ** 2, rel=5e-3)
+    assert result["gravity_moment"] == pytest.approx(2.0 * 0.2, rel=5e-3)
+    assert result["friction"] == pytest.approx(0.2, rel=2e-2)

@@ -618,7 +618,8 @@ class BodyWrenchProbe:
         self.touched_static: set[int] = set()
 
     def before_substep(self, phase: str) -> None:
-        if self.active:
+        # "split" is the middle of a substep that robosuite runs in two halves: not a new sample
+        if self.active and phase != "split":
             self._vel.append(self.adapter.data.qvel[self._dof:self._dof + 6].copy())
 
     def after_substep(self) -> None:

@@ -19,6 +19,7 @@ from simuguard_gym.identify import kinematics, pose
 from simuguard_gym.identify.inertia import from_entries, shift, to_entries
 from simuguard_gym.identify.problem import FREE_PARAMETERS, Problem
 from simuguard_gym.identify.series import WrenchPoseSeries
+from simuguard_gym.identify.shapes import mass_properties
 
 #: a parameter whose wrench-limited standard error exceeds this fraction of its scale is not identifiable
 RELATIVE_SE_LIMIT = 0.1
@@ -167,7 +168,7 @@ def _joint_fit(problem: Problem, series: WrenchPoseSeries, sigma_f: float, sigma
             np.cross(p_world - np.asarray(joint.anchor), axis), axis=1))))
         columns = [qdd]
         if "gravity_moment" in problem.names:
-            u0 = _com_direction(problem, prior_value)
+            u0 = _com_direction(problem, series)
             u = pose.rotate(series.quaternion, np.broadcast_to(u0, (len(q), 3)))
             columns.append(-np.cross(u, g) @ axis)
     speed = np.abs(qd)
@@ -185,11 +186,14 @@ def _joint_fit(problem: Problem, series: WrenchPoseSeries, sigma_f: float, sigma
     return LinearFit(problem.names, est, np.sqrt(np.abs(np.diag(cov))), float(moving.mean()), notes)
 
 
-def _com_direction(problem: Problem, prior_value: np.ndarray | None) -> np.ndarray:
-    from simuguard_gym.identify.shapes import mass_properties
-    c = mass_properties(problem.shapes).centroid
-    n = np.linalg.norm(c)
-    return c / n if n > 0 else np.array([1.0, 0.0, 0.0])
+def _com_direction(problem: Problem, series: WrenchPoseSeries) -> np.ndarray:
+    """Unit vector, body frame, from the hinge axis to the geometric centroid (perpendicular)."""
+    r0 = pose.to_matrix(series.quaternion[0])
+    axis = r0.T @ np.asarray(problem.joint.axis)
+    arm = mass_properties(problem.shapes).centroid - r0.T @ (np.asarray(problem.joint.anchor) - series.position[0])
+    arm -= axis * (arm @ axis)
+    n = np.linalg.norm(arm)
+    return arm / n if n > 1e-9 else np.cross(axis, [1.0, 0, 0] if abs(axis[0]) < 0.9 else [0, 1.0, 0])
 
 
 def identifiable(fit_: LinearFit, scale: np.ndarray) -> np.ndarray:
