@@ -334,7 +334,9 @@ def _report(args: argparse.Namespace) -> int:
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
-        print(f"wrote {write_html_report(args.directory, rows, out)[0]} (with its plots)")
+        from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds)[0]} (with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
@@ -428,7 +430,9 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
-        paths.insert(0, write_html_report(out, rows, out)[0])
+        from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds)[0])
     except ImportError:
         pass
     print(f"report: {', '.join(str(p) for p in paths)}")
@@ -551,7 +555,9 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
-        paths.insert(0, write_html_report(directory, rows, Path(directory))[0])
+        from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+        paths.insert(0, write_html_report(directory, rows, Path(directory), robot_link_speeds)[0])
     except ImportError:
         pass  # matplotlib is the `report` extra
     print(f"\nrecordings and report in {directory} ({', '.join(p.name for p in paths)}); "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simuguard_gym.scoring import Episode, compare, score, score_by_task, sign_test, wilson
@@ -61,3 +62,24 @@ def test_by_task_and_bad_input():
         score([])
     with pytest.raises(ValueError, match="share no"):
         compare({("a", 1): True}, {("a", 2): True})
+
+
+def test_robot_link_speeds_come_back_through_a_replay(tmp_path):
+    """The report's artifact plots show the fastest robot link; the recording doesn't keep the
+    robot, so its speeds are read from a bit-exact replay."""
+    import gymnasium as gym
+
+    import simuguard_gym.envs  # noqa: F401
+    from simuguard_gym import RecordPhysics, load_recording
+    from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0"), tmp_path)
+    env.reset(seed=3)
+    for _ in range(30):
+        env.step(env.unwrapped.expert_action())
+    env.close()
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 300
+    substeps, speeds = robot_link_speeds(rec, 50, 250)
+    assert substeps[0] == 50 and substeps[-1] == 249 and len(speeds) == 200
+    assert np.isfinite(speeds).all() and speeds.max() > 0.05      # the gripper moves

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -56,7 +56,7 @@ class ReplayResult:
 
 def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], gym.Env] | None = None, *,
            stop_at_divergence: bool = True, adapter: PhysicsAdapter | None = None,
-           verify: str = "all") -> ReplayResult:
+           verify: str = "all", listeners: Sequence[Any] = ()) -> ReplayResult:
     """Replay a recording in a fresh env and compare every recorded float.
 
     The env comes from ``env_fn()`` or, by default, ``gym.make`` with the recorded env id and
@@ -68,7 +68,9 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     ``verify="all"`` compares every recorded column; ``"states"`` skips the contacts (the full
     integration state is still checked bit for bit at every substep through its fingerprint,
     and the tracked bodies and writes as recorded), which is several times faster on
-    contact-rich scenes.
+    contact-rich scenes. ``listeners`` are extra substep listeners (``before_substep``,
+    ``after_substep``, ``hook_failed``; ``attach(adapter)`` if they need the adapter) that see the
+    replayed physics, e.g. to read what the recording left out.
 
     >>> from simuguard_gym import replay
     >>> result = replay("episode_000000.msgpack")   # doctest: +SKIP
@@ -81,7 +83,7 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
         raise ValueError(f"verify must be 'all' or 'states', got {verify!r}")
     env = env_fn() if env_fn is not None else make_env(header)
     try:
-        return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all")
+        return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
     finally:
         env.close()
 
@@ -108,7 +110,7 @@ def make_env(header: dict[str, Any]) -> gym.Env:
 
 
 def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter | None,
-               contacts: bool = True) -> ReplayResult:
+               contacts: bool = True, listeners: Sequence[Any] = ()) -> ReplayResult:
     header = rec.header
     result = ReplayResult(exact=False, substeps=0, recorded_substeps=rec.substeps,
                           recorded_success=(rec.footer or {}).get("success"))
@@ -122,12 +124,18 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     recorder = SubstepRecorder(adapter, checker, snapshot_every=int(header["snapshot_every"]),
                                chunk_substeps=int(header["chunk_substeps"]), contacts=contacts)
     adapter.hooks.add(recorder)
+    for listener in listeners:
+        if hasattr(listener, "attach"):
+            listener.attach(adapter)
+        adapter.hooks.add(listener)
     try:
         recorder.start_episode()
         _drive(adapter, rec, checker, stop, state)
         recorder.finish()
     finally:
         adapter.hooks.remove(recorder)
+        for listener in listeners:
+            adapter.hooks.remove(listener)
     if recorder.errors:
         first = recorder.errors[0]
         raise RuntimeError(f"replay hook failed at substep {first.substep}: {first.type}: {first.message}")

@@ -11,7 +11,7 @@ import html
 import io
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,8 +22,15 @@ from simuguard_gym.recording.reader import load_recording
 WINDOW = (0.3, 0.5)
 
 
-def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path) -> list[Path]:
-    """``report.html`` and its PNGs in ``out``; returns the paths written."""
+def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path,
+                      link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None
+                      ) -> list[Path]:
+    """``report.html`` and its PNGs in ``out``; returns the paths written.
+
+    ``link_speeds(recording, lo, hi)`` returns (substeps, speed) of the fastest robot link (the
+    recordings don't keep the robot: :func:`simuguard_gym.replay.link_speeds.robot_link_speeds`
+    replays them); without it, or where it returns None, the plots show the links' speeds at their
+    contacts with the object only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,7 +67,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     for i, (path, rec, event) in enumerate(artifacts):
         caption = (f"{path.name}: {event['body']} at {event['onset_time']:.3f} s, partner {event['partner']}, "
                    f"peak {event['peak_speed']:.2f} m/s")
-        save(_artifact_plot(plt, rec, event), f"artifact_{i:03d}.png", caption)
+        save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption)
     page = out / "report.html"
     page.write_text(_page(rows, figures))
     written.insert(0, page)
@@ -102,8 +109,9 @@ def _peak_histogram(plt: Any, peaks: list[tuple[float, bool]]) -> Any:
     return fig
 
 
-def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any]) -> Any:
-    """The object's speed and, where they touched it, the robot links' speeds at the contact."""
+def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any], link_speeds: Callable | None = None) -> Any:
+    """The object's speed, the fastest robot link's (when it can be had) and, where they touched
+    it, the links' speeds at the contact."""
     dt = rec.substep_dt
     onset = int(event["onset_substep"])
     lo = max(0, onset - int(WINDOW[0] / dt))
@@ -114,6 +122,10 @@ def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any]) -> Any:
     t = (np.arange(lo, hi) - onset) * dt * 1000
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot(t, speed, color="#d62728", label=f"{event['body']} (object)")
+    fastest = link_speeds(rec, lo, hi) if link_speeds is not None else None
+    if fastest is not None:
+        ax.plot((fastest[0] - onset) * dt * 1000, fastest[1], color="#1f77b4", linewidth=1,
+                label="fastest robot link")
     offsets = rec.contact_offsets()
     roles = rec.bodies.roles
     link_t, link_v = [], []
