@@ -123,3 +123,18 @@ def test_check_env_passes():
     from gymnasium.utils.env_checker import check_env
 
     check_env(gym.make("simuguard_gym/PlaceCanBasket-v0").unwrapped, skip_render_check=True)
+
+
+def test_robot_link_speeds_on_physx_come_from_the_live_links(tmp_path):
+    """The report's fastest-link line on PhysX, where kinematic robot links are not in the state."""
+    from simuguard_gym import RecordPhysics, load_recording
+    from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path)
+    env.reset(seed=3)
+    for _ in range(20):
+        env.step(env.unwrapped.expert_action())
+    env.close()
+    rec = load_recording(env.paths[0])
+    substeps, speeds = robot_link_speeds(rec, 0, rec.substeps)
+    assert len(speeds) == rec.substeps and np.isfinite(speeds).all() and speeds.max() > 0.05

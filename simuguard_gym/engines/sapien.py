@@ -241,6 +241,16 @@ class SapienAdapter(BodyTableMixin):
             out[i, :3], out[i, 3:] = pose.p, pose.q
         return out
 
+    def live_speeds(self, ids: np.ndarray) -> np.ndarray:
+        """Centre-of-mass speeds (m/s) of bodies as the engine holds them now; unlike
+        :meth:`body_states` this covers kinematic robot links too (static bodies: 0)."""
+        out = np.zeros(len(ids))
+        for k, i in enumerate(np.asarray(ids).tolist()):
+            velocity = getattr(self._components[i], "linear_velocity", None)
+            if velocity is not None:
+                out[k] = float(np.linalg.norm(velocity))
+        return out
+
     # ------------------------------------------------------------------ state
     def state_layout(self) -> list[StateComponent]:
         return list(self._layout)

@@ -49,6 +49,9 @@ class _LinkSpeedProbe:
             self._state = np.empty(sum(c.size for c in a.state_layout()))
         if not len(self._robot):
             return
+        if hasattr(a, "live_speeds"):      # SAPIEN: kinematic links are not in its state vector
+            self.speeds[k] = float(a.live_speeds(self._robot).max())
+            return
         a.read_state(self._state)
         _, vel = a.body_states(self._state[None], self._robot)
         self.speeds[k] = float(np.linalg.norm(vel[0, :, :3], axis=1).max())
