@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import mujoco
@@ -138,7 +138,6 @@ class FitOutcome:
     seconds: float
     seconds_per_iteration: float
     pose_loss: float
-    start_states: np.ndarray = field(repr=False)
 
 
 class Shooting:
@@ -149,7 +148,7 @@ class Shooting:
 
     def __init__(self, problem: Problem, prior: Prior, series: WrenchPoseSeries, *,
                  free: np.ndarray | None = None, window_s: float = 0.25,
-                 pose_noise: tuple[float, float] = (1e-3, np.radians(0.5)), wrench_smoothing_s: float = 0.0,
+                 pose_noise: tuple[float, float] = (1e-3, np.radians(0.5)),
                  substeps: int = 1, fit_starts: bool = True, nthread: int | None = None) -> None:
         self.problem, self.prior, self.series = problem, prior, series
         self.names = prior.names
@@ -175,7 +174,6 @@ class Shooting:
         self.qpos0 = _state_index(self.base)
         self.nstate = mujoco.mj_stateSize(self.base, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         self.joint = problem.joint
-        self.wrench_smoothing_s = wrench_smoothing_s
         n = len(series)
         length = max(4, int(round(window_s / self.dt)))
         starts = list(range(0, n - 1, length))
@@ -200,10 +198,7 @@ class Shooting:
         for j, (a, b) in enumerate(zip(self.starts, self.stops)):
             self.mask[j, : b - a + 1] = True
         idx = np.minimum(self.starts[:, None] + np.arange(steps)[None, :], len(s) - 1)
-        # Optional zero-phase smoothing of a noisy wrench. Off by default: on the benchmark's
-        # quantised data it changed nothing measurable, and it smears contact impulses.
-        width = int(round(self.wrench_smoothing_s / self.dt)) | 1
-        wrench = kinematics.savgol(s.wrench, self.dt, width, 3, 0) if width >= 5 else s.wrench
+        wrench = s.wrench
         if self.joint is None:
             self.control = wrench[idx[:, :-1]]                              # (W, nstep, 6)
             self.target_pos = s.position[idx]
@@ -336,7 +331,9 @@ class Shooting:
         """Residual rows of the pose term (masked samples included as zeros)."""
         return len(self.starts) * self.mask.shape[1] * (6 if self.joint is None else 1)
 
-    def _n_pose(self) -> int:
+    @property
+    def n_pose_samples(self) -> int:
+        """Weighted pose errors in the loss (6 per sample for a free body, 1 on a joint)."""
         return int(self.mask.sum()) * (6 if self.joint is None else 1)
 
     def residual(self, x: np.ndarray) -> np.ndarray:
@@ -349,7 +346,7 @@ class Shooting:
             zt, zw = self.split(c)
             thetas.append(self.theta(zt))
             wins.append(zw)
-        r = self._run(thetas, wins).reshape(len(thetas), -1) / np.sqrt(self._n_pose())
+        r = self._run(thetas, wins).reshape(len(thetas), -1) / np.sqrt(self.n_pose_samples)
         pen = np.stack([self.penalty(th) for th in thetas])
         return np.concatenate([r, pen], axis=1).T
 
@@ -372,16 +369,17 @@ class Shooting:
             thetas.append(self.theta(zt))
             wins.append(w)
         pert = self._run(thetas, wins)                                  # (n_theta+nwin, W, steps*k)
-        diff = (pert - base[None]) / step / np.sqrt(self._n_pose())
+        diff = (pert - base[None]) / step / np.sqrt(self.n_pose_samples)
         n_res_pose = base.size
         th = self.theta(zt)
         pen0 = self.penalty(th)
         jac = np.zeros((n_res_pose + pen0.size, x.size))
         jac[:n_res_pose, : self.n_theta] = diff[: self.n_theta].reshape(self.n_theta, -1).T
-        rows = base.shape[1]
+        # window j's residual rows depend only on window j's start variables: a block diagonal
+        per_window = jac[:n_res_pose].reshape(n_w, base.shape[1], x.size)
+        windows = np.arange(n_w)
         for v in range(self._window_vars):
-            for j in range(n_w):
-                jac[j * rows:(j + 1) * rows, self.n_theta + j * self.nwin + v] = diff[self.n_theta + v, j]
+            per_window[windows, :, self.n_theta + windows * self.nwin + v] = diff[self.n_theta + v]
         for i in range(self.n_theta):
             z = zt.copy()
             z[i] += step
@@ -521,18 +519,17 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
     seconds = time.perf_counter() - t0
     r = shoot.residual(x[:, None] if x.ndim == 1 else x)[:, 0]
     jac = shoot.jacobian(x, r)
-    n_pose = shoot._n_pose()
+    n_pose = shoot.n_pose_samples
     rows = shoot.n_pose_rows
     rss = float(np.sum(r[:rows] ** 2)) * n_pose
     dof = max(n_pose - x.size, 1)
     jtj = jac[:rows].T @ jac[:rows] * n_pose
     cov = np.linalg.pinv(jtj, hermitian=True) * rss / dof
-    zt, zw = shoot.split(x)
-    theta = shoot.theta(zt)
+    theta = shoot.theta(shoot.split(x)[0])
     se = np.full(len(theta), np.nan)
     se[shoot.free] = np.sqrt(np.abs(np.diag(cov)[: shoot.n_theta])) * shoot.scale[shoot.free]
     return FitOutcome(theta, se, history, iterations, seconds, seconds / max(iterations, 1),
-                      shoot.pose_loss(x), zw)
+                      shoot.pose_loss(x))
 
 
 #: up to this many fitted parameters, a grid over C picks the start (7 points a parameter)
@@ -658,6 +655,11 @@ class BodyWrenchProbe:
                     wrench[:3] += world.sum(0)
                     wrench[3:] += np.cross(d.contact.pos[idx] - origin, world).sum(0)
         self._wrench.append(wrench)
+
+    @property
+    def samples(self) -> int:
+        """Substeps sampled this episode."""
+        return len(self._pose)
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         self.errors.append((where, error))

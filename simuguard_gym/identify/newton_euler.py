@@ -17,7 +17,7 @@ import numpy as np
 
 from simuguard_gym.identify import kinematics, pose
 from simuguard_gym.identify.inertia import from_entries, shift, to_entries
-from simuguard_gym.identify.problem import FREE_PARAMETERS, Problem
+from simuguard_gym.identify.problem import Problem
 from simuguard_gym.identify.series import WrenchPoseSeries
 from simuguard_gym.identify.shapes import mass_properties
 
@@ -201,4 +201,4 @@ def identifiable(fit_: LinearFit, scale: np.ndarray) -> np.ndarray:
     return np.asarray(fit_.se_resolution) <= RELATIVE_SE_LIMIT * np.asarray(scale)
 
 
-__all__ = ["LinearFit", "fit", "identifiable", "free_regressor", "RELATIVE_SE_LIMIT", "FREE_PARAMETERS"]
+__all__ = ["LinearFit", "fit", "identifiable", "free_regressor", "RELATIVE_SE_LIMIT"]

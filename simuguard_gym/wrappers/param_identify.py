@@ -88,7 +88,7 @@ class ParamIdentify(gym.Wrapper):
         if terminated or truncated:
             fields["params"] = self._identify()
         for where, error in self.probe.errors:
-            self._errors.append(HookError.capture(len(self.probe._pose), where, error).to_dict())
+            self._errors.append(HookError.capture(self.probe.samples, where, error).to_dict())
         self.probe.errors.clear()
         return obs, reward, terminated, truncated, with_simuguard(info, errors=list(self._errors), **fields)
 
@@ -105,7 +105,7 @@ class ParamIdentify(gym.Wrapper):
             truth = self.probe.truth()
             result = identify(series, problem, self.prior, method=self.method, **self.identify_kwargs)
         except Exception as error:  # noqa: BLE001
-            self._errors.append(HookError.capture(len(self.probe._pose), "identify.fit", error).to_dict())
+            self._errors.append(HookError.capture(self.probe.samples, "identify.fit", error).to_dict())
             logger.warning("ParamIdentify: identification failed: %s", error)
             return None
         self.result = result
