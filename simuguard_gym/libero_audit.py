@@ -59,7 +59,7 @@ class SuiteSummary:
 def audit_task(suite: str, task: int, states: Sequence[int] | int = 10, *, settle: int = SETTLE_STEPS,
                config: DetectorConfig | None = None, assets: str | None = None,
                progress: Callable[[StateAudit], None] | None = None) -> list[StateAudit]:
-    """Audit the stored initial states of one LIBERO task (all of them if ``states`` is None)."""
+    """Audit stored initial states of one LIBERO task: the first ``states`` of them, or those listed."""
     from simuguard_gym.envs.libero_task import NOOP, LiberoEnv
     from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 
@@ -76,14 +76,16 @@ def audit_task(suite: str, task: int, states: Sequence[int] | int = 10, *, settl
             roles = np.array(table.roles)
             pairs, depth = adapter.current_contacts()
             audit = StateAudit(suite, task, k)
-            objects = np.flatnonzero(roles == "object")
+            is_object = roles == "object"
             # a support: anything that is neither the robot nor another loose object
-            support = (roles != "robot") & (roles != "object")
-            for body in objects.tolist():
-                mine = ((pairs[:, 0] == body) & support[pairs[:, 1]]) | ((pairs[:, 1] == body) & support[pairs[:, 0]])
-                deepest = float(depth[mine].max()) if mine.any() else 0.0
-                audit.objects[table.names[body]] = {"depth": max(deepest, 0.0), "peak_speed": 0.0}
-                if deepest > DEPTH_LIMIT:
+            support = (roles != "robot") & ~is_object
+            deepest = np.zeros(len(roles))
+            for side in (0, 1):
+                rows = is_object[pairs[:, side]] & support[pairs[:, 1 - side]]
+                np.maximum.at(deepest, pairs[rows, side], depth[rows])
+            for body in np.flatnonzero(is_object).tolist():
+                audit.objects[table.names[body]] = {"depth": float(deepest[body]), "peak_speed": 0.0}
+                if deepest[body] > DEPTH_LIMIT:
                     audit.inside.append(table.names[body])
             for _ in range(settle):
                 env.step(NOOP)
