@@ -459,9 +459,20 @@ def _repair_physx(args: argparse.Namespace) -> int:
         raise ValueError(str(error)) from None
     for site in record["sites"]:
         print(f"  {site['function'].split('(')[0]} at {site['address']}: displacement {site['old']} -> {site['new']}")
+    check = record["verified"]
+    stock, fixed = check["stock"], check["repaired"]
+    print(f"verified on a pinned two-piece scene, pieces {fixed['true_gap'] * 1000:.2f} mm apart: stock PhysX reports "
+          f"{_depth_words(stock['reported_depth'])}, the copy {_depth_words(fixed['reported_depth'])}; a real "
+          f"{stock['overlap_depth'] * 1000:.1f} mm overlap keeps its depth ({fixed['overlap_depth'] * 1000:.1f} mm)")
     print(f"repaired copy of SAPIEN in {args.out} (PhysX GJK threshold 2^-46 instead of 2^-23); record in "
           f"{args.out}/simuguard-physx-repair.json\nuse it with: {record['use']} python ...")
     return EXIT_OK
+
+
+def _depth_words(depth: float | None) -> str:
+    if depth is None:
+        return "no contact"
+    return f"{depth * 1000:.2f} mm deep" if depth > 0 else f"{-depth * 1000:.2f} mm apart"
 
 
 def _vector(text: str, name: str, n: int = 3) -> tuple[float, ...]:

@@ -29,22 +29,7 @@ PLACEMENT = textwrap.dedent("""
     print(json.dumps({"sapien": sapien.__file__, "artifact": info["simuguard"]["artifact"], "success": info["success"]}))
 """)
 
-OVERLAP = textwrap.dedent("""
-    import json, numpy as np, sapien, sapien.physx as physx
-    from simuguard_gym.envs.can_basket_geometry import box_vertices
-    scene = sapien.Scene([physx.PhysxCpuSystem()]); scene.set_timestep(0.004)
-    material = physx.PhysxMaterial(0.5, 0.5, 0.0)
-    def body(kind, z):
-        c = kind()
-        c.attach(physx.PhysxCollisionShapeConvexMesh(box_vertices(np.zeros(3), np.array([0.01, 0.01, 0.01])).astype(np.float32),
-                                                      np.ones(3, np.float32), material))
-        e = sapien.Entity(); e.add_component(c); e.set_pose(sapien.Pose([0, 0, z])); scene.add_entity(e)
-    body(physx.PhysxRigidStaticComponent, 0.0)
-    body(physx.PhysxRigidDynamicComponent, 0.015)  # 5 mm into the lower block
-    scene.step()
-    print(json.dumps({"depth": -min(p.separation for c in scene.get_contacts() for p in c.points)}))
-""")
-
+PROBE = "from simuguard_gym.engines.physx_gjk_probe import main; main()"
 
 def run(code, path=None):
     env = dict(os.environ)
@@ -84,8 +69,25 @@ def test_the_false_contact_is_gone_and_real_penetration_stays(repaired):
     assert str(repaired) in fixed["sapien"] and str(repaired) not in stock["sapien"]
     assert stock["artifact"] and not stock["success"]  # PhysX 5.3.1 throws the can (seed 116)
     assert not fixed["artifact"] and fixed["success"]
-    deep_stock, deep_fixed = run(OVERLAP)["depth"], run(OVERLAP, repaired)["depth"]
-    assert deep_stock == pytest.approx(0.005, abs=1e-3) and deep_fixed == pytest.approx(deep_stock, abs=1e-4)
+
+
+def test_the_pinned_two_piece_scene(repaired):
+    """The pinned sweep: stock PhysX 5.3.1 reports pieces 6 mm apart as 18 mm deep with a flipped
+    normal; the repaired copy reports their true gap; a real 5 mm overlap keeps its depth in both."""
+    stock, fixed = run(PROBE), run(PROBE, repaired)
+    assert str(repaired) in fixed["sapien"] and str(repaired) not in stock["sapien"]
+    gap = stock["sweep"]["true_gap"]
+    assert gap > 0.005 and fixed["sweep"]["true_gap"] == gap
+    assert stock["sweep"]["false_contact"] and stock["sweep"]["reported_depth"] > 0.015
+    assert stock["sweep"]["normal_alignment"] < -0.9  # the normal points into the wall, not away from it
+    assert not fixed["sweep"]["false_contact"]
+    assert -fixed["sweep"]["reported_depth"] == pytest.approx(gap, abs=1e-4)
+    assert fixed["sweep"]["normal_alignment"] > 0.99
+    for result in (stock, fixed):
+        assert result["overlap"]["reported_depth"] == pytest.approx(0.005, abs=1e-4)
+    # the repair command checked the same and wrote it down
+    check = json.loads((repaired / "simuguard-physx-repair.json").read_text())["verified"]
+    assert check["stock_shows_false_contact"] and not check["repaired"]["false_contact"]
 
 
 def test_audit_on_the_repaired_engine(repaired, tmp_path):

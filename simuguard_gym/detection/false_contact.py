@@ -43,6 +43,19 @@ def signed_gap(a: np.ndarray, b: np.ndarray, hint: np.ndarray | None = None) -> 
     >>> round(signed_gap(cube, cube + [1.5, 0, 0]), 6), round(signed_gap(cube, cube + [0.8, 0, 0]), 6)
     (0.5, -0.2)
     """
+    return separating_axis(a, b, hint)[0]
+
+
+def separating_axis(a: np.ndarray, b: np.ndarray, hint: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """:func:`signed_gap` and the unit direction it is measured along, pointing from ``a`` to ``b``
+    (the direction a correct contact normal from ``a`` to ``b`` has).
+
+    >>> import numpy as np
+    >>> cube = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], float)
+    >>> gap, direction = separating_axis(cube, cube + [0, 0, 1.25])
+    >>> round(gap, 6), round(float(direction[2]), 3)
+    (0.25, 1.0)
+    """
     a, b = np.asarray(a, float), np.asarray(b, float)
     directions = _SPHERE if hint is None else np.vstack([_SPHERE, hint / max(np.linalg.norm(hint), 1e-12)])
     best_gap, best = _best(a, b, directions)
@@ -56,7 +69,7 @@ def signed_gap(a: np.ndarray, b: np.ndarray, hint: np.ndarray | None = None) -> 
             best_gap, best = gap, direction
         else:
             step *= 0.6
-    return float(best_gap)
+    return float(best_gap), best
 
 
 def _best(a: np.ndarray, b: np.ndarray, directions: np.ndarray) -> tuple[float, np.ndarray]:
