@@ -205,11 +205,11 @@ def survey(sweeps: int = 1000, seed: int = 0, steps: int = 100) -> dict[str, Any
 
     Each sweep takes a random piece of the can and one of the basket (envs/can_basket_geometry.py),
     both turned at random, and moves the can piece on a straight line with a constant spin
-    (0.05-0.3 m/s, up to 6 rad/s, as a placed can moves) past the basket piece, its origin missing
-    it by 12-32 mm, for ``steps`` substeps of 4 ms. Every sweep runs in the same scene, each in
-    its own cell. Every reported contact at least 0.1 mm deep is checked against the pieces' true
-    distance (:func:`~simuguard_gym.detection.false_contact.signed_gap`); the pinned
-    :data:`SWEEP` was found this way."""
+    (0.05-0.3 m/s, up to 6 rad/s, as a placed can moves) past the basket piece, its origin passing
+    12-32 mm from the basket piece's centre, for ``steps`` substeps of 4 ms. Every sweep runs in
+    the same scene, each in its own cell. Every reported contact at least 0.1 mm deep is checked
+    against the pieces' true distance (:func:`~simuguard_gym.detection.false_contact.signed_gap`);
+    the pinned :data:`SWEEP` was found by sweeps of this kind (one wedge past one wall block)."""
     from simuguard_gym.envs.can_basket_geometry import basket_pieces, can_pieces
 
     rng = np.random.default_rng(seed)
