@@ -107,3 +107,17 @@ def test_replay_refuses_a_different_model(record_dir):
     result = replay(rec, env_fn=lambda: gym.make("Ant-v5"))
     assert not result.exact
     assert result.divergence.quantity == "model"
+
+
+def test_contact_speeds_compare_to_a_few_units_in_the_last_place():
+    """Speeds are derived from verified states; another simuguard version may round their last bit."""
+    from simuguard_gym.replay.replay import SPEED_ULPS, _first_segment_diff
+
+    recorded = np.array([[1.0, 2.0], [3.0, 0.0]], np.float32)
+    replayed = recorded.copy()
+    replayed[1, 0] = np.nextafter(replayed[1, 0], np.float32(10))
+    offsets = np.array([0, 1, 2])
+    assert _first_segment_diff(replayed, recorded, offsets) == 1
+    assert _first_segment_diff(replayed, recorded, offsets, SPEED_ULPS) is None
+    replayed[1, 0] = 3.001
+    assert _first_segment_diff(replayed, recorded, offsets, SPEED_ULPS) == 1

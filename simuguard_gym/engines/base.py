@@ -228,9 +228,10 @@ class PhysicsAdapter(Protocol):
     def set_body_table(self, table: BodyTable) -> None:
         """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
 
-    def new_contact_stage(self) -> Any:
+    def new_contact_stage(self, reuse: Any = None) -> Any:
         """An engine-defined buffer for raw contacts of consecutive substeps; it has ``counts`` (a list,
-        one entry per staged substep), ``nbytes`` and ``clear()``."""
+        one entry per staged substep), ``nbytes`` and ``clear()``. ``reuse``: a stage from an
+        earlier episode, returned cleared when it is of this engine (its buffers stay allocated)."""
 
     def capture_contacts(self, stage: Any) -> None:
         """Stage this substep's contacts; cheap, called after every substep."""

@@ -106,6 +106,13 @@ class MujocoAdapter(BodyTableMixin):
         self._layout = layout
         self.state_size = offset
         self._geom_body = model.geom_bodyid.astype(np.int64)
+        # Where each free body's qpos and qvel sit in the integration state (-1: not a free body).
+        joint = np.maximum(model.body_jntadr, 0)
+        free = (model.body_jntnum == 1) & (model.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
+        qpos_offset = next(c.offset for c in layout if c.name == "qpos")
+        qvel_offset = next(c.offset for c in layout if c.name == "qvel")
+        self._free_qpos = np.where(free, qpos_offset + model.jnt_qposadr[joint], -1).astype(np.int64)
+        self._free_qvel = np.where(free, qvel_offset + model.jnt_dofadr[joint], -1).astype(np.int64)
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
@@ -474,7 +481,10 @@ class MujocoAdapter(BodyTableMixin):
         return next(c for c in self._layout if c.name == name)
 
     # ------------------------------------------------------------------ contacts
-    def new_contact_stage(self) -> "MujocoContactStage":
+    def new_contact_stage(self, reuse: Any = None) -> "MujocoContactStage":
+        if isinstance(reuse, MujocoContactStage):
+            reuse.clear()
+            return reuse
         return MujocoContactStage()
 
     def capture_contacts(self, stage: "MujocoContactStage") -> None:
@@ -484,14 +494,7 @@ class MujocoAdapter(BodyTableMixin):
         if n:
             if self._contact_bytes is None:
                 self._locate_contacts()
-            # A list of small bytes objects joined at decode: a growing bytearray would be copied
-            # again and again as it reallocates.
-            stage.raw.append(bytes(self._contact_bytes[:n * self._contact_stride]))
-            efc = data.efc_force.tobytes()
-            stage.efc.append(efc)
-            stage.nbytes += len(efc) + n * self._contact_stride
-            stage.counts.append(n)
-            stage.efc_counts.append(len(efc) >> 3)
+            stage.add(self._contact_bytes[:n * self._contact_stride], data.efc_force, n)
         else:
             stage.counts.append(0)
             stage.efc_counts.append(0)
@@ -527,9 +530,10 @@ class MujocoAdapter(BodyTableMixin):
                 raise RuntimeError("MuJoCo moved its contact array during the episode; contacts of this "
                                    "batch were discarded")
         # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
-        con = np.frombuffer(b"".join(stage.raw), dtype=self._contact_dtype).astype(_CONTACT_FIELDS)
+        # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
+        con = np.frombuffer(stage.raw, dtype=self._contact_dtype).astype(_CONTACT_FIELDS)
         efc_start = np.repeat(np.concatenate([[0], np.cumsum(stage.efc_counts)[:-1]]), counts)
-        forces = np.frombuffer(b"".join(stage.efc), dtype=np.float64)
+        forces = stage.efc.copy()  # the stage's buffers are reused from the next substep on
         stage.clear()
         geom = con["geom"]
         bodies = self._geom_body[geom]
@@ -552,28 +556,42 @@ class MujocoAdapter(BodyTableMixin):
         substep (0 when static, NaN for pairs without a tracked body). A rotating finger strikes
         with its tip, not its centre of mass.
 
-        Free bodies decode in numpy; bodies on joints (robot links, doors) need MuJoCo's kinematics,
-        which runs only for the substeps where such a body is in contact."""
+        Free bodies are read straight from the state rows (one gather per quantity); bodies on
+        joints (robot links, doors) need MuJoCo's kinematics, which runs only for the substeps
+        where such a body is in contact."""
         speed = np.zeros(pairs.bodies.shape, np.float32)
         if not len(pairs.bodies):
             return speed
         m = self.model
-        substep = np.repeat(np.arange(len(pairs.counts)), pairs.counts)[:, None].repeat(2, axis=1)
+        substep = np.repeat(np.arange(len(pairs.counts)), pairs.counts)
         bodies = pairs.bodies.astype(np.int64)
         # Only contacts of a recorded body matter to the detector; a robot standing on the floor
         # would otherwise cost MuJoCo's kinematics at every substep.
         needed = self._tracked_mask[bodies].any(axis=1)
         speed[~needed] = np.nan
         moving = (m.body_weldid[bodies] != 0) & needed[:, None]
-        joint = np.maximum(m.body_jntadr[bodies], 0)
-        free = (m.body_jntnum[bodies] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
-        for group in (moving & free, moving & ~free):
-            if not group.any():
-                continue
-            ids, col = np.unique(bodies[group], return_inverse=True)
-            rows, row = np.unique(substep[group], return_inverse=True)
+        qpos_at = self._free_qpos[bodies]
+        row, col = np.nonzero(moving & (qpos_at >= 0))
+        if len(row):
+            # The same arithmetic as body_states and the joint-body branch below, in the same
+            # order (recorded speeds are compared bit for bit on replay), on gathered rows.
+            at = substep[row][:, None]
+            body = bodies[row, col]
+            q = states[at, qpos_at[row, col][:, None] + np.arange(7)]
+            v = states[at, self._free_qvel[body][:, None] + np.arange(6)]
+            rot = _quat_to_mat(q[:, 3:7])
+            omega = np.einsum("nij,nj->ni", rot, v[:, 3:6])  # free-joint angular velocity is local
+            offset = np.einsum("nij,nj->ni", rot, m.body_ipos[body])
+            com_velocity = v[:, :3] + np.cross(omega, offset)
+            arm = point[row] - (q[:, :3] + offset)
+            speed[row, col] = np.linalg.norm(com_velocity + np.cross(omega, arm), axis=1)
+        group = moving & (qpos_at < 0)
+        if group.any():
+            ids, body_col = np.unique(bodies[group], return_inverse=True)
+            at = np.broadcast_to(substep[:, None], bodies.shape)[group]
+            rows, state_row = np.unique(at, return_inverse=True)
             pose, vel = self.body_states(states[rows], ids)
-            pose, vel = pose[row, col], vel[row, col]
+            pose, vel = pose[state_row, body_col], vel[state_row, body_col]
             rot = _quat_to_mat(pose[:, 3:7])
             com = pose[:, :3] + np.einsum("nij,nj->ni", rot, m.body_ipos[bodies[group]])
             arm = np.broadcast_to(point[:, None], (len(point), 2, 3))[group] - com
@@ -582,17 +600,58 @@ class MujocoAdapter(BodyTableMixin):
 
 
 class MujocoContactStage:
-    """Raw contact rows and constraint forces of consecutive substeps, awaiting a decode."""
+    """Raw contact records and constraint forces of consecutive substeps, awaiting a decode.
+
+    They are copied into buffers that grow by doubling and are kept across decodes and episodes:
+    a substep costs two memcpys and no allocation (a bytes object per substep, joined at decode,
+    costs several times as much on scenes with a few dozen contacts)."""
 
     def __init__(self) -> None:
+        self._raw = np.empty(1 << 16, np.uint8)
+        self._raw_view = memoryview(self._raw)
+        self._efc = np.empty(1 << 12)
         self.clear()
 
     def clear(self) -> None:
-        self.raw: list[bytes] = []
-        self.efc: list[bytes] = []
-        self.nbytes = 0
+        self._raw_used = 0
+        self._efc_used = 0
         self.counts: list[int] = []
         self.efc_counts: list[int] = []
+
+    def add(self, records: memoryview, efc: np.ndarray, n: int) -> None:
+        """Stage one substep: the raw records of its ``n`` contacts and its constraint forces."""
+        lo, hi = self._raw_used, self._raw_used + len(records)
+        if hi > len(self._raw):
+            self._raw = _grown(self._raw, hi)
+            self._raw_view = memoryview(self._raw)
+        self._raw_view[lo:hi] = records
+        self._raw_used = hi
+        lo, hi = self._efc_used, self._efc_used + len(efc)
+        if hi > len(self._efc):
+            self._efc = _grown(self._efc, hi)
+        self._efc[lo:hi] = efc
+        self._efc_used = hi
+        self.counts.append(n)
+        self.efc_counts.append(len(efc))
+
+    @property
+    def raw(self) -> np.ndarray:
+        return self._raw[:self._raw_used]
+
+    @property
+    def efc(self) -> np.ndarray:
+        return self._efc[:self._efc_used]
+
+    @property
+    def nbytes(self) -> int:
+        return self._raw_used + 8 * self._efc_used
+
+
+def _grown(buffer: np.ndarray, needed: int) -> np.ndarray:
+    """A buffer of at least ``needed`` rows (twice as many as before), its rows copied over."""
+    bigger = np.empty((max(needed, 2 * len(buffer)),) + buffer.shape[1:], buffer.dtype)
+    bigger[:len(buffer)] = buffer
+    return bigger
 
 
 def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray, pyramidal: bool,
@@ -602,9 +661,12 @@ def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray
     adr = con["efc_address"].astype(np.int64)
     span = np.arange(rows)
     nrows = np.maximum(2 * (dim - 1), 1) if pyramidal else dim
-    used = (span < nrows[:, None]) & (adr[:, None] >= 0)
-    index = np.where(used, efc_start[:, None] + adr[:, None] + span, 0)
-    f = np.where(used, efc[index] if efc.size else 0.0, 0.0)
+    index = (efc_start + adr)[:, None] + span
+    if efc.size and (nrows == rows).all() and (adr >= 0).all():
+        f = efc[index]  # every contact of the batch as wide as the widest: no masking (the common case)
+    else:
+        used = (span < nrows[:, None]) & (adr[:, None] >= 0)
+        f = np.where(used, efc[np.where(used, index, 0)] if efc.size else 0.0, 0.0)
     local = np.zeros((len(dim), 3))
     if pyramidal:
         # mju_decodePyramid: normal = sum of edge forces, tangent_i = (f_2i - f_2i+1) * mu_i

@@ -369,8 +369,8 @@ class SapienAdapter(BodyTableMixin):
         return np.linalg.norm(vel[..., :3], axis=2)
 
     # ------------------------------------------------------------------ contacts
-    def new_contact_stage(self) -> "SapienContactStage":
-        return SapienContactStage()
+    def new_contact_stage(self, reuse: Any = None) -> "SapienContactStage":
+        return SapienContactStage()  # lists of rows: nothing worth keeping between episodes
 
     def capture_contacts(self, stage: "SapienContactStage") -> None:
         """Read this substep's contacts of tracked bodies. SAPIEN has no bulk read, so this is the

@@ -58,6 +58,7 @@ class SubstepRecorder:
         self.active = False
         self.substep = 0  # substeps recorded this episode
         self.errors: list[HookError] = []
+        self._stage: Any = None  # kept across episodes: its buffers stay allocated
 
     # ------------------------------------------------------------------ episode lifecycle
     def start_episode(self) -> None:
@@ -75,12 +76,12 @@ class SubstepRecorder:
         self._start = np.empty(self.state_size)  # state before the current substep
         self.initial_state = np.empty(self.state_size)
         a.read_state(self.initial_state)
-        self._prev_bytes = self.initial_state.tobytes()  # state the previous substep ended with
+        self._prev = self.initial_state  # state the previous substep ended with
         self._split = np.zeros(cap, np.uint8)
         self._start_mask = np.zeros(cap, np.uint16)
         self._mid_mask = np.zeros(cap, np.uint16)
         self._fingerprint = np.zeros(cap, np.uint32)
-        self._stage = a.new_contact_stage()
+        self._stage = a.new_contact_stage(reuse=self._stage)
         self._stage_row = 0  # chunk row of the first staged substep
         self._pairs: list[ContactPairs] = []
         self._start_values: list[bytes] = []
@@ -105,7 +106,7 @@ class SubstepRecorder:
             return
         now = self._start
         self.adapter.read_state(now)
-        now_b, prev_b = now.tobytes(), self._prev_bytes
+        now_b, prev_b = now.tobytes(), self._prev.tobytes()
         if now_b == prev_b:
             return
         split = phase == "split"
@@ -127,8 +128,10 @@ class SubstepRecorder:
         a, row = self.adapter, self._row
         state = self._states[row]
         a.read_state(state)
-        self._prev_bytes = state_b = state.tobytes()
-        self._fingerprint[row] = a.state_fingerprint(state_b)
+        # A view, turned into bytes only when a write check needs it (not between the frames of
+        # one env step): the row stays intact until the substep after it has been read.
+        self._prev = state
+        self._fingerprint[row] = a.state_fingerprint(state)
         self._split[row] = a.last_substep_split()
         if self.contacts:
             a.capture_contacts(self._stage)

@@ -8,7 +8,7 @@ calls the recorder uses, so a consumer sees exactly the arrays a recording of th
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,6 +48,7 @@ class SubstepTap:
         self.substep = 0
         self.drains = 0  # batches handed over so far
         self.errors: list[HookError] = []
+        self._stage: Any = None  # kept across episodes: its buffers stay allocated
 
     def start_episode(self) -> None:
         a = self.adapter
@@ -58,7 +59,7 @@ class SubstepTap:
         self._states = np.empty((self.max_batch, len(self.initial_state)))
         self._rows = list(self._states)  # row views made once, not per substep
         self._read, self._capture = a.read_state, a.capture_contacts
-        self._stage = a.new_contact_stage()
+        self._stage = a.new_contact_stage(reuse=self._stage)
         self._row = 0
         self.substep = 0
         self.errors = []

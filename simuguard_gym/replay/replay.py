@@ -19,6 +19,11 @@ from simuguard_gym.recording.recorder import SubstepRecorder
 _REPORT_ORDER = ("body_pose", "body_vel", "contacts", "fingerprint", "snapshot_state", "split", "start_mask",
                  "mid_mask", "start_values", "mid_values")
 
+#: Contact speeds are derived from the states (which are verified bit for bit) by numpy
+#: arithmetic whose last bit may differ between simuguard versions; they are compared to this
+#: many float32 units in the last place, so recordings made by another version verify.
+SPEED_ULPS = 4
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -280,7 +285,8 @@ class _ChunkChecker:
         local = np.concatenate([[0], np.cumsum(counts[:limit], dtype=np.int64)])
         worst = None if k is None else k
         for name in CONTACT_COLUMNS:
-            j = _first_segment_diff(columns[name][:local[-1]], rec[name][lo:hi], local)
+            j = _first_segment_diff(columns[name][:local[-1]], rec[name][lo:hi], local,
+                                    SPEED_ULPS if name == "contact_speed" else 0)
             if j is not None and (worst is None or j < worst):
                 worst = j
         return [] if worst is None else [Divergence(first + worst, "contacts")]
@@ -315,8 +321,10 @@ def _first_row_diff(replayed: np.ndarray, recorded: np.ndarray) -> tuple[int | N
     return k, None
 
 
-def _first_segment_diff(replayed: np.ndarray, recorded: np.ndarray, offsets: np.ndarray) -> int | None:
-    """Index of the first segment (substep) whose elements differ; ``offsets`` bound the segments."""
+def _first_segment_diff(replayed: np.ndarray, recorded: np.ndarray, offsets: np.ndarray, ulps: int = 0
+                        ) -> int | None:
+    """Index of the first segment (substep) whose elements differ (by more than ``ulps`` units in
+    the last place, for floats); ``offsets`` bound the segments."""
     if replayed.shape[1:] != recorded.shape[1:]:
         return 0
     common = min(len(replayed), len(recorded))
@@ -325,6 +333,12 @@ def _first_segment_diff(replayed: np.ndarray, recorded: np.ndarray, offsets: np.
     # Different lengths (one run wrote more): compare the common prefix; where it agrees, the
     # streams part where the shorter one ends.
     diff = _bits(replayed[:common]) != _bits(recorded[:common])
+    if ulps and diff.any() and replayed.dtype.kind == "f":
+        # Same-sign floats are ordered like their bit patterns read as integers.
+        signed = np.dtype(f"i{replayed.dtype.itemsize}")
+        a = np.ascontiguousarray(replayed[:common]).view(signed).astype(np.int64)
+        b = np.ascontiguousarray(recorded[:common]).view(signed).astype(np.int64)
+        diff &= np.abs(a - b) > ulps
     if len(replayed) != len(recorded):
         diff = np.concatenate([diff, np.ones((1,) + diff.shape[1:], bool)])
     if diff.ndim > 1:
