@@ -113,3 +113,43 @@ def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
     env.close()
     assert_same_episode(off, on)  # the env runs on unchanged
     assert len(on[-1][-1][INFO_KEY]["errors"]) == MAX_ERRORS  # bounded, not one per substep
+
+
+def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir, monkeypatch):
+    """Chunks are encoded on a worker thread: a failure there reaches neither the env nor the
+    caller; it is in info and in the file, which keeps the chunks before it."""
+    off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
+    original = env.adapter.decode_contacts
+    calls = {"n": 0}
+
+    def failing(stage, states):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise Boom("injected encoding failure")
+        return original(stage, states)
+
+    monkeypatch.setattr(env.adapter, "decode_contacts", failing)
+    on = run_random(env, 40, seed=3)
+    env.close()
+    assert_same_episode(off, on)
+    rec = load_recording(env.paths[0])
+    assert [(e["where"], e["message"]) for e in rec.errors] == [("encode_chunk", "injected encoding failure")]
+    assert rec.substeps == 64 and rec.footer["errors"] == 1  # the first chunk, then the recording stopped
+    # info reports it from the step after the worker met it on (the thread runs alongside the env)
+    assert on[-1][-1][INFO_KEY]["errors"][0]["where"] == "encode_chunk"
+
+
+def test_background_and_foreground_encoding_write_the_same_recording(tmp_path):
+    paths = []
+    for background in (True, False):
+        env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path / str(background), chunk_substeps=50)
+        env.recorder.background = background
+        run_random(env, 60, seed=5)
+        env.close()
+        paths.append(env.paths[0])
+    a, b = (load_recording(p) for p in paths)
+    assert a.substeps == b.substeps == 300
+    assert a.columns.keys() == b.columns.keys()
+    for name in a.columns:
+        np.testing.assert_array_equal(a.columns[name], b.columns[name], err_msg=name)

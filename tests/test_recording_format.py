@@ -142,9 +142,10 @@ def test_never_half_written_under_the_final_name(record_dir):
         env.step(env.action_space.sample())
     names = sorted(p.name for p in record_dir.iterdir())
     assert names == ["episode_000000.msgpack.partial"]
-    # A crash now leaves a partial file whose complete chunks read.
+    # A crash now leaves a partial file whose complete chunks read: 7 chunks of 64 of the 500
+    # substeps are complete, of which up to 2 may still be in the encoder thread's hands.
     partial = load_recording(record_dir / names[0], allow_partial=True)
-    assert partial.substeps == 448  # 7 complete chunks of 64 out of 500 substeps
+    assert partial.substeps in (320, 384, 448)
     env.close()
     assert sorted(p.name for p in record_dir.iterdir()) == ["episode_000000.msgpack"]
 

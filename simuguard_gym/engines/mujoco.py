@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 import zlib
 from typing import Any, Callable
 
@@ -64,6 +65,9 @@ class MujocoAdapter(BodyTableMixin):
 
     engine = "mujoco"
     engine_version = mujoco.__version__
+    #: Decoding (contacts, body states) reads only the staged copies, the model's constant arrays
+    #: and a scratch MjData of its own: a recorder may run it on a worker thread.
+    decodes_off_thread = True
     #: State components that only the second half of a split substep (mj_step2) reads and that the
     #: first half (mj_step1) neither reads nor writes: a write to them may be replayed between the
     #: halves whenever it happened. Every other component is replayed before mj_step1.
@@ -74,6 +78,7 @@ class MujocoAdapter(BodyTableMixin):
         if not isinstance(model, mujoco.MjModel) or not isinstance(data, mujoco.MjData):
             raise TypeError("MujocoAdapter needs a mujoco.MjModel and a mujoco.MjData")
         self.hooks = SubstepHooks()
+        self._scratch_lock = threading.Lock()  # decoding may run on a recorder's worker thread
         self.task_spec: Any = None
         self.flavour = flavour
         self._owner = owner
@@ -453,6 +458,11 @@ class MujocoAdapter(BodyTableMixin):
 
     def _kinematic_states(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
                           cols: np.ndarray) -> None:
+        with self._scratch_lock:
+            self._kinematic_states_locked(states, ids, pose, vel, cols)
+
+    def _kinematic_states_locked(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
+                                 cols: np.ndarray) -> None:
         m = self.model
         scratch = self._scratch_data()
         n = len(states)
@@ -491,6 +501,8 @@ class MujocoAdapter(BodyTableMixin):
         """Stage this substep's contacts and constraint forces as raw bytes (two memcpys)."""
         data = self.data
         n = data.ncon
+        if not stage.counts and self._contact_bytes is not None:
+            self._check_contact_location()  # once per batch, so decoding never reads the engine
         if n:
             if self._contact_bytes is None:
                 self._locate_contacts()
@@ -517,18 +529,17 @@ class MujocoAdapter(BodyTableMixin):
         self._contact_stride = stride
         self._contact_bytes = memoryview((ctypes.c_char * (capacity * stride)).from_address(base)).cast("B")
 
+    def _check_contact_location(self) -> None:
+        """Follow MuJoCo's contact array if it moved (a reallocated arena); nothing is staged yet."""
+        if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
+            self._locate_contacts()
+
     def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray) -> ContactPairs:
         """Merge the staged contacts per body pair within each substep (vectorised), add the two
         bodies' speeds after the substep (decoded from ``states``), then clear the stage."""
         counts = staged_counts(stage, states)
         if counts is None:
             return ContactPairs.empty(len(states))
-        if self.data.ncon and self._contact_bytes is not None:
-            if self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
-                stage.clear()
-                self._contact_bytes = None
-                raise RuntimeError("MuJoCo moved its contact array during the episode; contacts of this "
-                                   "batch were discarded")
         # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
         # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
         con = np.frombuffer(stage.raw, dtype=self._contact_dtype).astype(_CONTACT_FIELDS)

@@ -5,7 +5,10 @@ stores which components of the between-substep state changed since the last subs
 actuation the env wrote, and any write to positions, velocities or the warm start); after it, the
 state itself (from which the tracked bodies are decoded later), its fingerprint and the raw
 contacts. The hot path only copies into preallocated buffers; decoding (body poses and velocities,
-contact merging) runs vectorised once per chunk, or when the contact stage fills.
+contact merging) runs vectorised once per chunk (a chunk ends early when its contacts fill the
+stage). With ``background=True`` a chunk with many contacts is decoded and handed to the sink on
+a worker thread while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it
+needs are handed over and the hot path continues in fresh ones.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -13,6 +16,11 @@ chunk by chunk with the file.
 
 from __future__ import annotations
 
+import atexit
+import queue
+import threading
+import weakref
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -44,7 +52,7 @@ class SubstepRecorder:
 
     def __init__(self, adapter: PhysicsAdapter, sink: ChunkSink, *, snapshot_every: int = 250,
                  chunk_substeps: int = 1024, on_error: Callable[[HookError], None] | None = None,
-                 contacts: bool = True) -> None:
+                 contacts: bool = True, background: bool = False) -> None:
         if snapshot_every < 1 or chunk_substeps < 1:
             raise ValueError("snapshot_every and chunk_substeps must be positive")
         self.adapter = adapter
@@ -55,6 +63,10 @@ class SubstepRecorder:
         #: False: no contacts (their capture is most of the cost on contact-rich scenes); a replay
         #: that verifies states through their fingerprints runs faster without them.
         self.contacts = contacts
+        #: Decode chunks and call the sink on a worker thread (for adapters whose decoding reads
+        #: no live engine object: ``decodes_off_thread``); ``finish()`` waits for it.
+        self.background = background
+        self._encoder: _ChunkEncoder | None = None
         self.active = False
         self.substep = 0  # substeps recorded this episode
         self.errors: list[HookError] = []
@@ -82,8 +94,12 @@ class SubstepRecorder:
         self._mid_mask = np.zeros(cap, np.uint16)
         self._fingerprint = np.zeros(cap, np.uint32)
         self._stage = a.new_contact_stage(reuse=self._stage)
-        self._stage_row = 0  # chunk row of the first staged substep
-        self._pairs: list[ContactPairs] = []
+        if not (self.background and getattr(a, "decodes_off_thread", False)):
+            self._encoder = None
+        elif self._encoder is None:
+            self._encoder = _ChunkEncoder()
+        self._spare_states: list[np.ndarray] = []  # handed back by the encoder
+        self._spare_stages: list[Any] = []
         self._start_values: list[bytes] = []
         self._mid_values: list[bytes] = []
         self._snap_at: list[int] = []
@@ -95,9 +111,11 @@ class SubstepRecorder:
         self.active = True
 
     def finish(self) -> None:
-        """Flush the last, partial chunk and stop recording."""
+        """Flush the last, partial chunk, wait until every chunk reached the sink, and stop."""
         if self.active and self._row:
             self._flush()
+        if self._encoder is not None:
+            self._encoder.drain()
         self.active = False
 
     # ------------------------------------------------------------------ listener interface
@@ -142,11 +160,8 @@ class SubstepRecorder:
             self._snap_state.append(state.copy())
         self.substep += 1
         self._row += 1
-        if self._row == self.chunk_substeps:
+        if self._row == self.chunk_substeps or (self._row % 64 == 0 and self._stage.nbytes > _STAGE_BYTES):
             self._flush()
-        elif len(self._stage.counts) % 64 == 0 and self._stage.nbytes > _STAGE_BYTES:
-            self._pairs.append(a.decode_contacts(self._stage, self._states[self._stage_row:self._row]))
-            self._stage_row = self._row
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         record = HookError.capture(self.substep, where, error)
@@ -160,36 +175,124 @@ class SubstepRecorder:
 
     # ------------------------------------------------------------------ internals
     def _flush(self) -> None:
+        """End the chunk: hand its buffers to the encoder (or encode it here) and start anew."""
         n = self._row
-        a = self.adapter
-        pose, vel = a.body_states(self._states[:n], self.tracked)
-        self._pairs.append(a.decode_contacts(self._stage, self._states[self._stage_row:n]))
-        contacts = _concat_pairs(self._pairs)
-        self._pairs = []
-        self._stage_row = 0
-        columns = {
-            "split": self._split[:n].copy(),
-            "start_mask": self._start_mask[:n].copy(),
-            "mid_mask": self._mid_mask[:n].copy(),
-            "fingerprint": self._fingerprint[:n].copy(),
-            "body_pose": pose,
-            "body_vel": vel,
-            "contact_count": contacts.counts,
-            "start_values": np.frombuffer(b"".join(self._start_values), dtype=np.float64),
-            "mid_values": np.frombuffer(b"".join(self._mid_values), dtype=np.float64),
-            **{f"contact_{field}": getattr(contacts, field) for field in ContactPairs.COLUMNS},
-            "snapshot_substep": np.asarray(self._snap_at, dtype=np.int64),
-            "snapshot_state": (np.stack(self._snap_state) if self._snap_state
-                               else np.zeros((0, self.state_size))),
-        }
-        first = self._chunk_first
+        chunk = _Chunk(
+            first=self._chunk_first, n=n, states=self._states, stage=self._stage,
+            split=self._split[:n].copy(), start_mask=self._start_mask[:n].copy(),
+            mid_mask=self._mid_mask[:n].copy(), fingerprint=self._fingerprint[:n].copy(),
+            start_values=np.frombuffer(b"".join(self._start_values), dtype=np.float64),
+            mid_values=np.frombuffer(b"".join(self._mid_values), dtype=np.float64),
+            snapshot_substep=np.asarray(self._snap_at, dtype=np.int64),
+            snapshot_state=np.stack(self._snap_state) if self._snap_state else np.zeros((0, self.state_size)))
         self._chunk_first += n
         self._row = 0
         self._start_mask[:] = 0
         self._mid_mask[:] = 0
         self._start_values, self._mid_values = [], []
         self._snap_at, self._snap_state = [], []
-        self.sink(columns, first, n)
+        if self._encoder is None or sum(chunk.stage.counts) < OFF_THREAD_MIN_CONTACTS:
+            self._encode_or_stop(chunk)
+            return
+        # The encoder owns the chunk's state rows and contact stage until it hands them back.
+        self._states = self._spare_states.pop() if self._spare_states else np.empty_like(self._states)
+        self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
+        self._encoder.submit(self._encode_off_thread, chunk)
+
+    def _encode_or_stop(self, chunk: "_Chunk") -> None:
+        try:
+            self._encode(chunk)
+        except Exception as error:  # noqa: BLE001 - recorded, never raised into the evaluation
+            self.hook_failed("encode_chunk", error)
+            # The chunk is lost, and a recording with a hole would not replay: stop here; what
+            # was written stays readable and the footer counts the error.
+            self.active = False
+
+    def _encode(self, chunk: "_Chunk") -> None:
+        a, n = self.adapter, chunk.n
+        states = chunk.states[:n]
+        pose, vel = a.body_states(states, self.tracked)
+        contacts = a.decode_contacts(chunk.stage, states)
+        columns = {
+            "split": chunk.split,
+            "start_mask": chunk.start_mask,
+            "mid_mask": chunk.mid_mask,
+            "fingerprint": chunk.fingerprint,
+            "body_pose": pose,
+            "body_vel": vel,
+            "contact_count": contacts.counts,
+            "start_values": chunk.start_values,
+            "mid_values": chunk.mid_values,
+            **{f"contact_{field}": getattr(contacts, field) for field in ContactPairs.COLUMNS},
+            "snapshot_substep": chunk.snapshot_substep,
+            "snapshot_state": chunk.snapshot_state,
+        }
+        self.sink(columns, chunk.first, n)
+
+    def _encode_off_thread(self, chunk: "_Chunk") -> None:
+        try:
+            if self.active:  # a chunk after a failed one would leave a hole
+                self._encode_or_stop(chunk)
+        finally:
+            self._spare_states.append(chunk.states)  # list.append is atomic under the GIL
+            self._spare_stages.append(chunk.stage)
+
+
+@dataclass
+class _Chunk:
+    """What a chunk's columns are made of, owned by whoever encodes it."""
+
+    first: int
+    n: int
+    states: np.ndarray
+    stage: Any
+    split: np.ndarray
+    start_mask: np.ndarray
+    mid_mask: np.ndarray
+    fingerprint: np.ndarray
+    start_values: np.ndarray
+    mid_values: np.ndarray
+    snapshot_substep: np.ndarray
+    snapshot_state: np.ndarray
+
+
+class _ChunkEncoder:
+    """One daemon thread that runs submitted jobs in order; one runs and one waits at most, which
+    bounds the chunks in flight (the hot path waits when the thread falls behind)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        _ENCODERS.add(self)
+
+    def submit(self, job: Callable[[Any], None], arg: Any) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="simuguard-chunk-encoder", daemon=True)
+            self._thread.start()
+        self._jobs.put((job, arg))
+
+    def drain(self) -> None:
+        """Wait until every submitted job has run."""
+        self._jobs.join()
+
+    def _run(self) -> None:
+        while True:
+            job, arg = self._jobs.get()
+            try:
+                job(arg)
+            finally:
+                self._jobs.task_done()
+
+
+_ENCODERS: "weakref.WeakSet[_ChunkEncoder]" = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_encoders() -> None:
+    # A job still decoding when the interpreter tears down its objects would crash the process
+    # (an env left open at exit): let every job finish first.
+    for encoder in list(_ENCODERS):
+        encoder.drain()
 
 
 class _WritePlan:
@@ -219,16 +322,16 @@ class _WritePlan:
         return plan
 
 
-# Raw contacts are merged once this many bytes are staged, which bounds memory on scenes with
-# hundreds of contacts per substep whatever the chunk length.
+#: A chunk goes to the worker thread only with at least this many raw contacts (8 per substep of
+#: a full chunk). The thread pays where the decoding is numpy loops over large arrays (which run
+#: without the GIL); a light chunk's decoding is mostly Python, which holds the GIL and stalls an
+#: env whose step is Python too (robosuite: Lift took 15% longer with every chunk off-thread,
+#: against 8% here). Measured in docs/performance.md.
+OFF_THREAD_MIN_CONTACTS = 8192
+
+# A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on
+# scenes with hundreds of contacts per substep whatever the chunk length.
 _STAGE_BYTES = 8 * 1024 * 1024
-
-
-def _concat_pairs(parts: list[ContactPairs]) -> ContactPairs:
-    if len(parts) == 1:
-        return parts[0]
-    return ContactPairs(**{name: np.concatenate([getattr(p, name) for p in parts])
-                           for name in ("counts",) + ContactPairs.COLUMNS})
 
 
 def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any) -> dict[str, Any]:

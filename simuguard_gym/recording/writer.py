@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ class RecordingWriter:
         self._sha = hashlib.sha256()
         self._chunks = 0
         self.substeps = 0
+        # Chunks may come from a recorder's worker thread while error records come from the env's.
+        self._lock = threading.Lock()
         self._write("header", {"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header})
 
     @property
@@ -62,26 +65,29 @@ class RecordingWriter:
         self._sha.update(record)
 
     def write_chunk(self, columns: dict[str, np.ndarray], *, first: int, n: int) -> None:
-        if first != self.substeps:
-            raise ValueError(f"chunk starts at substep {first}, expected {self.substeps}")
-        self._write("chunk", {"index": self._chunks, "first": first, "n": n,
-                              "columns": {name: encode_array(a) for name, a in columns.items()}})
-        self._chunks += 1
-        self.substeps += n
-        # A crash after this point keeps the chunk: flush it out of Python's buffer.
-        self._file.flush()
+        payload = {name: encode_array(a) for name, a in columns.items()}
+        with self._lock:
+            if first != self.substeps:
+                raise ValueError(f"chunk starts at substep {first}, expected {self.substeps}")
+            self._write("chunk", {"index": self._chunks, "first": first, "n": n, "columns": payload})
+            self._chunks += 1
+            self.substeps += n
+            # A crash after this point keeps the chunk: flush it out of Python's buffer.
+            self._file.flush()
 
     def write_error(self, error: dict[str, Any]) -> None:
-        self._write("error", error)
-        self._file.flush()
+        with self._lock:
+            self._write("error", error)
+            self._file.flush()
 
     def close(self, footer: dict[str, Any]) -> Path:
         """Write the footer, make the file durable and give it its final name."""
-        payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
-        self._file.write(pack_record("footer", payload))
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        with self._lock:
+            payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
+            self._file.write(pack_record("footer", payload))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
         os.replace(self.partial_path, self.path)
         return self.path
 

@@ -63,8 +63,10 @@ class RecordPhysics(gym.Wrapper):
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             use_task_spec(self.adapter, task_spec)
+        # Chunks are decoded and written on a worker thread while the env runs on (MuJoCo).
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
-                                        chunk_substeps=chunk_substeps, on_error=self._on_hook_error)
+                                        chunk_substeps=chunk_substeps, on_error=self._on_hook_error,
+                                        background=True)
         self.adapter.hooks.add(self.recorder)
         self._episode = _next_episode_index(self.directory, name_prefix)
         self._writer: RecordingWriter | None = None
@@ -200,7 +202,10 @@ class RecordPhysics(gym.Wrapper):
         return path
 
     def _abandon(self) -> None:
-        self.recorder.active = False
+        try:
+            self.recorder.finish()  # the worker thread must be done with the writer before it closes
+        except Exception:  # noqa: BLE001 - abandoning after an error: what is staged is dropped
+            self.recorder.active = False
         if self._writer is not None:
             self._writer.abandon()
             self._writer = None
