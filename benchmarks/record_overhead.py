@@ -82,6 +82,10 @@ def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, 
     recorded.reset(seed=99)  # closes the last measured episode
     recorded.close()
     plain.close()
+    for path in recorded.paths:  # a figure is only worth something if every recording is whole
+        whole = load_recording(path)
+        if whole.errors or whole.footer.get("errors"):
+            raise RuntimeError(f"{path} recorded errors: {whole.errors[:1]}")
     rec = load_recording(recorded.paths[-1])
     substeps = rec.substeps
     points = float(rec.columns["contact_points"].astype(float).sum()) if "contact_points" in rec.columns else 0.0

@@ -116,8 +116,11 @@ def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
 
 
 def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir, monkeypatch):
-    """Chunks are encoded on a worker thread: a failure there reaches neither the env nor the
-    caller; it is in info and in the file, which keeps the chunks before it."""
+    """A failure while a chunk is encoded on the worker thread reaches neither the env nor the
+    caller; it is in the file, which keeps the chunks before it."""
+    from simuguard_gym.recording import recorder
+
+    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
     off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
     env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
     original = env.adapter.decode_contacts
@@ -136,11 +139,12 @@ def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir,
     rec = load_recording(env.paths[0])
     assert [(e["where"], e["message"]) for e in rec.errors] == [("encode_chunk", "injected encoding failure")]
     assert rec.substeps == 64 and rec.footer["errors"] == 1  # the first chunk, then the recording stopped
-    # info reports it from the step after the worker met it on (the thread runs alongside the env)
-    assert on[-1][-1][INFO_KEY]["errors"][0]["where"] == "encode_chunk"
 
 
-def test_background_and_foreground_encoding_write_the_same_recording(tmp_path):
+def test_background_and_foreground_encoding_write_the_same_recording(tmp_path, monkeypatch):
+    from simuguard_gym.recording import recorder
+
+    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
     paths = []
     for background in (True, False):
         env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path / str(background), chunk_substeps=50)
@@ -153,3 +157,29 @@ def test_background_and_foreground_encoding_write_the_same_recording(tmp_path):
     assert a.columns.keys() == b.columns.keys()
     for name in a.columns:
         np.testing.assert_array_equal(a.columns[name], b.columns[name], err_msg=name)
+
+
+def test_chunks_reach_the_file_in_order_whichever_thread_encodes_them(record_dir, monkeypatch):
+    """Heavy chunks go to the worker thread, light ones (the last of an episode) are encoded in the
+    env's thread: a light chunk must not overtake a heavy one still being encoded."""
+    import threading
+    import time
+
+    from simuguard_gym.recording import recorder
+
+    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks are heavy
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
+    original = env.adapter.decode_contacts
+
+    def slow_off_thread(stage, states):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.05)  # the worker falls behind the env
+        return original(stage, states)
+
+    monkeypatch.setattr(env.adapter, "decode_contacts", slow_off_thread)
+    out = run_random(env, 30, seed=4)  # 150 substeps: two full chunks and a light one of 22
+    env.close()
+    assert out[-1][-1][INFO_KEY]["errors"] == []
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 150 and not rec.errors
+    assert replay(rec).exact

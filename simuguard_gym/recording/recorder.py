@@ -192,6 +192,8 @@ class SubstepRecorder:
         self._start_values, self._mid_values = [], []
         self._snap_at, self._snap_state = [], []
         if self._encoder is None or sum(chunk.stage.counts) < OFF_THREAD_MIN_CONTACTS:
+            if self._encoder is not None:
+                self._encoder.drain()  # chunks reach the sink in order: a heavy one may be in flight
             self._encode_or_stop(chunk)
             return
         # The encoder owns the chunk's state rows and contact stage until it hands them back.
