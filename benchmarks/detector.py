@@ -50,7 +50,7 @@ def online(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, f
     off, on = [], []
     for r in range(repeats):
         off.append(timed_run(plain, actions, r))
-        on.append(timed_run(monitored, actions, r))
+        on.append(timed_run(monitored, actions, r, end=monitored.tap.drain))
     substeps = monitored.detector.substeps
     objects = int(monitored.detector.monitored.sum())
     plain.close()

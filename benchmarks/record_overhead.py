@@ -2,11 +2,14 @@
 
 Each row runs the same seeded actions through the plain env and through RecordPhysics in the same
 process, alternating, and reports the best of ``--repeats`` timings for each (the least disturbed
-by other load). Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts,
-<= 10% added wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift.
+by other load). A timed run is one episode of about ``--substeps`` substeps (10,000 by default:
+LIBERO's episodes run 7,500-15,000; scripted envs run their own length) and includes the work
+left at its end (decoding and writing the last chunk), not the file's footer and rename.
+Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts, <= 10% added
+wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift.
 
     python benchmarks/record_overhead.py            # every env available in this environment
-    python benchmarks/record_overhead.py --steps 100 --repeats 2
+    python benchmarks/record_overhead.py --substeps 2000 --repeats 2
 """
 
 from __future__ import annotations
@@ -65,10 +68,13 @@ def scripted_actions(env: gym.Env, steps: int) -> np.ndarray | None:
     return np.array(actions)
 
 
-def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, float]:
+def measure(make: Callable[[], gym.Env], substeps: int, repeats: int) -> dict[str, float]:
     plain = make()
     directory = tempfile.mkdtemp(prefix="simuguard-bench-")
     recorded = RecordPhysics(make(), directory)
+    recorded.reset(seed=0)
+    recorded.step(recorded.action_space.sample())
+    steps = -(-substeps // recorded.recorder.substep)  # env steps for about `substeps` substeps
     plain.action_space.seed(0)
     scripted = scripted_actions(plain, min(steps, getattr(plain.spec, "max_episode_steps", None) or steps))
     actions = scripted if scripted is not None else np.array([plain.action_space.sample() for _ in range(steps)])
@@ -78,7 +84,7 @@ def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, 
     for r in range(repeats):
         seed = 0 if scripted is not None else r  # a scripted run replays its own seed
         off.append(timed_run(plain, actions, seed))
-        on.append(timed_run(recorded, actions, seed))
+        on.append(timed_run(recorded, actions, seed, end=recorded.recorder.finish))
     recorded.reset(seed=99)  # closes the last measured episode
     recorded.close()
     plain.close()
@@ -98,20 +104,20 @@ def measure(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="env steps per timed run")
+    parser.add_argument("--substeps", type=int, default=10_000, help="physics substeps per timed run (an episode)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", help="substring of the env names to run")
     args = parser.parse_args()
     import mujoco
 
-    print(f"mujoco {mujoco.__version__}, {args.steps} env steps x {args.repeats} repeats, best of each\n")
+    print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps x {args.repeats} repeats, best of each\n")
     print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
           "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, make in candidates().items():
         if args.only and args.only not in name:
             continue
-        r = measure(make, args.steps, args.repeats)
+        r = measure(make, args.substeps, args.repeats)
         print(f"| {name} | {r['contacts']:.1f} | {r['step_us']:.1f} | {r['added_us']:.1f} | {r['added_pct']:.1f} "
               f"| {r['bytes']:.0f} |", flush=True)
 

@@ -126,11 +126,11 @@ def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir,
     original = env.adapter.decode_contacts
     calls = {"n": 0}
 
-    def failing(stage, states):
+    def failing(stage, states, **kwargs):
         calls["n"] += 1
         if calls["n"] == 2:
             raise Boom("injected encoding failure")
-        return original(stage, states)
+        return original(stage, states, **kwargs)
 
     monkeypatch.setattr(env.adapter, "decode_contacts", failing)
     on = run_random(env, 40, seed=3)
@@ -171,10 +171,10 @@ def test_chunks_reach_the_file_in_order_whichever_thread_encodes_them(record_dir
     env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
     original = env.adapter.decode_contacts
 
-    def slow_off_thread(stage, states):
+    def slow_off_thread(stage, states, **kwargs):
         if threading.current_thread() is not threading.main_thread():
             time.sleep(0.05)  # the worker falls behind the env
-        return original(stage, states)
+        return original(stage, states, **kwargs)
 
     monkeypatch.setattr(env.adapter, "decode_contacts", slow_off_thread)
     out = run_random(env, 30, seed=4)  # 150 substeps: two full chunks and a light one of 22

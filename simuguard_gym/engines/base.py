@@ -241,6 +241,11 @@ class PhysicsAdapter(Protocol):
         decoded from ``states`` (the states after those substeps, one row each); clears the stage.
         Pairs of two robot links are left out (self-contact of the robot is not audited)."""
 
+    def decode_chunk(self, stage: Any, states: np.ndarray, ids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
+        """``body_states(states, ids)`` and ``decode_contacts(stage, states)`` together (an engine
+        may share work between them)."""
+
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         """Run one substep for replay: whole, or split with ``apply_mid()`` between the halves;
         listeners are called as they were while recording."""

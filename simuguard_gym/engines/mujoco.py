@@ -401,12 +401,23 @@ class MujocoAdapter(BodyTableMixin):
                     self.data.qvel[adr:adr + 3] *= limit / speed
 
     # ------------------------------------------------------------------ bodies
-    def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def decode_chunk(self, stage: "MujocoContactStage", states: np.ndarray, ids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
+        """:meth:`body_states` of ``ids`` and :meth:`decode_contacts` for the same states, sharing
+        one pass of MuJoCo's kinematics between them when both need it (a tracked body on a joint
+        and a robot link in contact: Pusher)."""
+        kinematics: dict[str, tuple[np.ndarray, ...]] = {}
+        pose, vel = self.body_states(states, ids, kinematics=kinematics)
+        return pose, vel, self.decode_contacts(stage, states, kinematics=kinematics)
+
+    def body_states(self, states: np.ndarray, ids: np.ndarray, *,
+                    kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Poses (n, len(ids), 7: position, quaternion wxyz of the body frame) and centre-of-mass
         velocities (n, len(ids), 6: linear, angular, world frame) from integration states (n, S).
 
         Free bodies are decoded from qpos/qvel with numpy; other bodies (on hinges or slides) run
-        MuJoCo's kinematics on a scratch MjData, never on the env's own data.
+        MuJoCo's kinematics on a scratch MjData, never on the env's own data (kept in
+        ``kinematics["all"]`` when a dict is given, for another decode of the same states).
         """
         n = len(states)
         pose = np.zeros((n, len(ids), 7))
@@ -430,7 +441,10 @@ class MujocoAdapter(BodyTableMixin):
             vel[:, cols, 3:] = omega
         slow = np.flatnonzero(~is_free)
         if slow.size:
-            self._kinematic_states(states, ids[slow], pose, vel, slow)
+            computed = self._kinematics(states)
+            if kinematics is not None:
+                kinematics["all"] = computed
+            _fill_from_kinematics(m, computed, ids[slow], pose, vel, slow)
         return pose, vel
 
     def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -456,31 +470,23 @@ class MujocoAdapter(BodyTableMixin):
         bounds = np.sqrt((v * v) @ weights)
         return bounds if slow is None else bounds + slow
 
-    def _kinematic_states(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
-                          cols: np.ndarray) -> None:
+    def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Every body's xpos, xquat, cvel, xipos and its subtree's centre of mass, per state."""
         with self._scratch_lock:
-            self._kinematic_states_locked(states, ids, pose, vel, cols)
-
-    def _kinematic_states_locked(self, states: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
-                                 cols: np.ndarray) -> None:
-        m = self.model
-        scratch = self._scratch_data()
-        n = len(states)
-        # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
-        xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
-        cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
-        for k in range(n):
-            mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
-            mujoco.mj_kinematics(m, scratch)
-            mujoco.mj_comPos(m, scratch)
-            mujoco.mj_comVel(m, scratch)
-            xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
-            xipos[k], com[k] = scratch.xipos, scratch.subtree_com
-        omega = cvel[:, ids, :3]
-        pose[:, cols, :3] = xpos[:, ids]
-        pose[:, cols, 3:] = xquat[:, ids]
-        vel[:, cols, :3] = cvel[:, ids, 3:] + np.cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
-        vel[:, cols, 3:] = omega
+            m = self.model
+            scratch = self._scratch_data()
+            n = len(states)
+            # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
+            xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
+            cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
+            for k in range(n):
+                mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
+                mujoco.mj_kinematics(m, scratch)
+                mujoco.mj_comPos(m, scratch)
+                mujoco.mj_comVel(m, scratch)
+                xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
+                xipos[k], com[k] = scratch.xipos, scratch.subtree_com
+        return xpos, xquat, cvel, xipos, com
 
     def _scratch_data(self) -> mujoco.MjData:
         if getattr(self, "_scratch", None) is None or self._scratch_model is not self.model:
@@ -534,7 +540,8 @@ class MujocoAdapter(BodyTableMixin):
         if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
             self._locate_contacts()
 
-    def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray) -> ContactPairs:
+    def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray, *,
+                        kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> ContactPairs:
         """Merge the staged contacts per body pair within each substep (vectorised), add the two
         bodies' speeds after the substep (decoded from ``states``), then clear the stage."""
         counts = staged_counts(stage, states)
@@ -559,10 +566,11 @@ class MujocoAdapter(BodyTableMixin):
         pairs, deepest = merge_contact_points(
             substep, len(counts), bodies, con["geom"], -con["dist"], frame[:, 0], force,
             np.sqrt(np.einsum("ij,ij->i", force, force)), np.ones(len(force), np.int64))
-        pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest])
+        pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest], kinematics)
         return pairs
 
-    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray) -> np.ndarray:
+    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray,
+                     kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> np.ndarray:
         """Speed of each body's material point at the pair's deepest contact point, after the
         substep (0 when static, NaN for pairs without a tracked body). A rotating finger strikes
         with its tip, not its centre of mass.
@@ -601,7 +609,11 @@ class MujocoAdapter(BodyTableMixin):
             ids, body_col = np.unique(bodies[group], return_inverse=True)
             at = np.broadcast_to(substep[:, None], bodies.shape)[group]
             rows, state_row = np.unique(at, return_inverse=True)
-            pose, vel = self.body_states(states[rows], ids)
+            computed = kinematics.get("all") if kinematics is not None else None
+            computed = (tuple(x[rows] for x in computed) if computed is not None
+                        else self._kinematics(states[rows]))
+            pose, vel = np.zeros((len(rows), len(ids), 7)), np.zeros((len(rows), len(ids), 6))
+            _fill_from_kinematics(m, computed, ids, pose, vel, np.arange(len(ids)))
             pose, vel = pose[state_row, body_col], vel[state_row, body_col]
             rot = _quat_to_mat(pose[:, 3:7])
             com = pose[:, :3] + np.einsum("nij,nj->ni", rot, m.body_ipos[bodies[group]])
@@ -663,6 +675,18 @@ def _grown(buffer: np.ndarray, needed: int) -> np.ndarray:
     bigger = np.empty((max(needed, 2 * len(buffer)),) + buffer.shape[1:], buffer.dtype)
     bigger[:len(buffer)] = buffer
     return bigger
+
+
+def _fill_from_kinematics(m: mujoco.MjModel, kinematics: tuple[np.ndarray, ...], ids: np.ndarray, pose: np.ndarray,
+                          vel: np.ndarray, cols: np.ndarray) -> None:
+    """Columns ``cols`` of poses and centre-of-mass velocities, for bodies ``ids``, from
+    :meth:`MujocoAdapter._kinematics`."""
+    xpos, xquat, cvel, xipos, com = kinematics
+    omega = cvel[:, ids, :3]
+    pose[:, cols, :3] = xpos[:, ids]
+    pose[:, cols, 3:] = xquat[:, ids]
+    vel[:, cols, :3] = cvel[:, ids, 3:] + np.cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
+    vel[:, cols, 3:] = omega
 
 
 def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray, pyramidal: bool,

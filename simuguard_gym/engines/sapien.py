@@ -406,6 +406,11 @@ class SapienAdapter(BodyTableMixin):
         stage.counts.append(count)
         stage.nbytes += 120 * count
 
+    def decode_chunk(self, stage: "SapienContactStage", states: np.ndarray, ids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
+        pose, vel = self.body_states(states, ids)
+        return pose, vel, self.decode_contacts(stage, states)
+
     def decode_contacts(self, stage: "SapienContactStage", states: np.ndarray) -> ContactPairs:
         """Merge the staged piece pairs per body pair within each substep (vectorised), add the
         two bodies' point speeds, then clear the stage."""

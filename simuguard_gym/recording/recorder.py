@@ -213,8 +213,7 @@ class SubstepRecorder:
     def _encode(self, chunk: "_Chunk") -> None:
         a, n = self.adapter, chunk.n
         states = chunk.states[:n]
-        pose, vel = a.body_states(states, self.tracked)
-        contacts = a.decode_contacts(chunk.stage, states)
+        pose, vel, contacts = a.decode_chunk(chunk.stage, states, self.tracked)
         columns = {
             "split": chunk.split,
             "start_mask": chunk.start_mask,

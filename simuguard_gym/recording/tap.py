@@ -104,6 +104,5 @@ class SubstepTap:
         self._row = 0
         self.drains += 1
         states = self._states[:n]
-        pose, vel = self.adapter.body_states(states, self.tracked)
-        contacts = self.adapter.decode_contacts(self._stage, states)
+        pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
         self.sink(pose, vel, contacts)
