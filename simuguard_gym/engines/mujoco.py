@@ -425,13 +425,11 @@ class MujocoAdapter(BodyTableMixin):
         if n == 0 or len(ids) == 0:
             return pose, vel
         m = self.model
-        joint = m.body_jntadr[ids]
-        is_free = (m.body_jntnum[ids] == 1) & (m.jnt_type[np.maximum(joint, 0)] == int(mujoco.mjtJoint.mjJNT_FREE))
+        is_free = self._free_qpos[ids] >= 0
         cols = np.flatnonzero(is_free)
         if cols.size:
-            free_joint = joint[cols]
-            qpos = self._component("qpos").offset + m.jnt_qposadr[free_joint][:, None] + np.arange(7)
-            qvel = self._component("qvel").offset + m.jnt_dofadr[free_joint][:, None] + np.arange(6)
+            qpos = self._free_qpos[ids[cols]][:, None] + np.arange(7)
+            qvel = self._free_qvel[ids[cols]][:, None] + np.arange(6)
             q, v = states[:, qpos], states[:, qvel]  # (n, free bodies, 7 / 6)
             rot = _quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, cols.size, 3, 3)
             omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
