@@ -126,9 +126,21 @@ class CollisionPieces:
         local = self.vertices[self.offsets[piece]:self.offsets[piece + 1]]
         if not len(local) or not np.isfinite(pose).all():
             return None
-        q = pose[3:] / np.linalg.norm(pose[3:])
-        w, u = q[0], q[1:]
-        return pose[:3] + local + 2.0 * np.cross(u, np.cross(u, local) + w * local)
+        return posed(local, pose)
+
+
+def posed(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    """``points`` (n, 3) of a body frame in the world, for the body at ``pose`` (position,
+    quaternion w x y z, normalised here).
+
+    >>> import numpy as np
+    >>> posed(np.array([[1.0, 0, 0]]), np.array([0, 0, 1, 0.7071068, 0, 0, 0.7071068])).round(6) + 0.0
+    array([[0., 1., 1.]])
+    """
+    points, pose = np.asarray(points, float), np.asarray(pose, float)
+    q = pose[3:] / np.linalg.norm(pose[3:])
+    w, u = q[0], q[1:]
+    return pose[:3] + points + 2.0 * np.cross(u, np.cross(u, points) + w * points)
 
 
 def check_contact(pieces: CollisionPieces, contact: dict[str, Any], poses: dict[int, np.ndarray]) -> dict[str, Any] | None:

@@ -31,7 +31,7 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.detection.false_contact import GAP_TOLERANCE, separating_axis, signed_gap
+from simuguard_gym.detection.false_contact import GAP_TOLERANCE, posed, separating_axis, signed_gap
 
 DT = 0.004
 CONTACT_OFFSET, REST_OFFSET = 0.01, 0.0  # SAPIEN's defaults, pinned against process-wide configs
@@ -153,12 +153,6 @@ def _deepest(scene: sapien.Scene, first: str) -> tuple[float, np.ndarray] | None
     return best
 
 
-def _world(vertices: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    p, q = pose[:3].astype(float), pose[3:].astype(float) / np.linalg.norm(pose[3:].astype(float))
-    v = vertices.astype(float)
-    return p + v + 2.0 * np.cross(q[1:], np.cross(q[1:], v) + q[0] * v)
-
-
 def sweep() -> dict[str, Any]:
     """Run the pinned sweep; the contact the engine reports at its last pose against the truth.
 
@@ -174,8 +168,8 @@ def sweep() -> dict[str, Any]:
         wedge.set_kinematic_target(sapien.Pose(target[:3], target[3:]))
         scene.step()  # contacts of the pose the step began at: SWEEP[k]
         reported.append(_deepest(scene, "wall"))
-    wall = _world(WALL_PIECE, np.array([0, 0, 0, 1, 0, 0, 0], np.float32))
-    gap, direction = separating_axis(wall, _world(CAN_PIECE, SWEEP[-1]))
+    wall = posed(WALL_PIECE, np.array([0, 0, 0, 1, 0, 0, 0], np.float32))
+    gap, direction = separating_axis(wall, posed(CAN_PIECE, SWEEP[-1]))
     last = reported[-1]
     depth = None if last is None else -last[0]
     return {
@@ -249,7 +243,7 @@ def survey(sweeps: int = 1000, seed: int = 0, steps: int = 100) -> dict[str, Any
                 continue
             i = int(next(b.entity.name[3:] for b in contact.bodies if b.entity.name.startswith("can")))
             origin, wall, can = cells[i]
-            gap = signed_gap(wall + origin, _world(can, paths[i][k]))
+            gap = signed_gap(wall + origin, posed(can, paths[i][k]))
             if gap > GAP_TOLERANCE:
                 found.setdefault(i, []).append((k, depth, gap))
     return {"sapien": sapien.__file__, "sweeps": sweeps, "seed": seed, "steps": steps,
@@ -275,7 +269,7 @@ def _qexp(rotation: np.ndarray) -> np.ndarray:
 
 
 def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return _world(v, np.concatenate([[0, 0, 0], q]))
+    return posed(v, np.concatenate([[0, 0, 0], q]))
 
 
 def probe() -> dict[str, Any]:
