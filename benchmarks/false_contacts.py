@@ -27,7 +27,10 @@ DEEP = 0.005
 
 def row(name: str, result: dict) -> str:
     reports = np.array(result["false_reports"], float).reshape(-1, 4)
-    sweeps = lambda mask: len(np.unique(reports[mask, 0]))  # noqa: E731
+
+    def sweeps(mask: np.ndarray) -> int:
+        return len(np.unique(reports[mask, 0]))
+
     deep = reports[:, 2] > DEEP
     apart = reports[:, 3] > 1e-3
     depth = f"{reports[:, 2].max() * 1000:.1f}" if len(reports) else "-"
@@ -43,7 +46,10 @@ def main() -> None:
     parser.add_argument("--repaired", help="a copy written by `simuguard repair-physx` (default: repair into a temp dir)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        copy = args.repaired or repair(Path(scratch) / "repaired") and str(Path(scratch) / "repaired")
+        copy = args.repaired
+        if copy is None:
+            copy = Path(scratch) / "repaired"
+            repair(copy)
         survey = ("survey", str(args.sweeps), str(args.seed))
         with ThreadPoolExecutor(2) as pool:
             stock, fixed = pool.map(lambda c: run_probe(c, survey, timeout=3600), (None, copy))
