@@ -92,7 +92,7 @@ def test_errors_of_stacked_wrappers_are_merged(record_dir, monkeypatch):
     env = RecordPhysics(ArtifactMonitor(make_scene(scenes.created_inside_floor)), record_dir)
     env.reset(seed=0)
     monkeypatch.setattr(env.env.detector, "feed", lambda *a: 1 / 0)
-    monkeypatch.setattr(env.adapter, "state_fingerprint", lambda *a: 1 / 0)
+    monkeypatch.setattr(env.recorder, "after_substep", lambda: 1 / 0)
     info = env.step(np.zeros(0))[4]
     env.close()
     assert {e["where"] for e in info[INFO_KEY]["errors"]} >= {"monitor.step", "after_substep"}

@@ -1,12 +1,12 @@
 """The per-substep recorder: turns adapter callbacks into chunks of recording columns.
 
 It is a substep listener (see :class:`simuguard_gym.engines.base.SubstepHooks`). Before a substep it
-stores which components of the between-substep state changed since the last substep ended (the
-actuation the env wrote, and any write to positions, velocities or the warm start); after it, the
-state itself (from which the tracked bodies are decoded later), its fingerprint and the raw
-contacts. The hot path only copies into preallocated buffers; decoding (body poses and velocities,
-contact merging) runs vectorised once per chunk (a chunk ends early when its contacts fill the
-stage). With ``background=True`` a chunk with many contacts is decoded and handed to the sink on
+copies the between-substep state (what the env wrote since the last substep ended: actuation, and
+any write to positions, velocities or the warm start); after it, the state again and the raw
+contacts. The hot path only copies into preallocated rows; everything else runs vectorised once
+per chunk (a chunk ends early when its contacts fill the stage): which components were written
+(the state before a substep against the state after the previous one), the fingerprints, the
+snapshots, the tracked bodies' poses and velocities and the merged contacts. With ``background=True`` a chunk with many contacts is decoded and handed to the sink on
 a worker thread while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it
 needs are handed over and the hot path continues in fresh ones.
 
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, StateComponent
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
 
@@ -68,7 +68,7 @@ class SubstepRecorder:
         self.background = background
         self._encoder: _ChunkEncoder | None = None
         self.active = False
-        self.substep = 0  # substeps recorded this episode
+        self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
 
@@ -78,37 +78,31 @@ class SubstepRecorder:
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
-        late = a.split_late_components()
-        self._segments = [(1 << i, 8 * c.offset, 8 * (c.offset + c.size), c.name in late)
-                          for i, c in enumerate(layout) if c.size > 0]
-        self._plan: _WritePlan | None = None
+        self._writes = _WriteEncoder(layout, a.split_late_components())
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
-        self._states = np.empty((cap, self.state_size))  # state after each substep of the chunk
-        self._start = np.empty(self.state_size)  # state before the current substep
         self.initial_state = np.empty(self.state_size)
         a.read_state(self.initial_state)
-        self._prev = self.initial_state  # state the previous substep ended with
-        self._split = np.zeros(cap, np.uint8)
-        self._start_mask = np.zeros(cap, np.uint16)
-        self._mid_mask = np.zeros(cap, np.uint16)
-        self._fingerprint = np.zeros(cap, np.uint32)
+        self._last = self.initial_state.copy()  # the state the chunk's previous substep ended with
         self._stage = a.new_contact_stage(reuse=self._stage)
         if not (self.background and getattr(a, "decodes_off_thread", False)):
             self._encoder = None
         elif self._encoder is None:
             self._encoder = _ChunkEncoder()
-        self._spare_states: list[np.ndarray] = []  # handed back by the encoder
+        self._spare_rows: list[tuple[np.ndarray, np.ndarray]] = []  # handed back by the encoder
         self._spare_stages: list[Any] = []
-        self._start_values: list[bytes] = []
-        self._mid_values: list[bytes] = []
-        self._snap_at: list[int] = []
-        self._snap_state: list[np.ndarray] = []
-        self.substep = 0
+        self._use_rows(np.empty((cap, self.state_size)), np.empty((cap, self.state_size)))
+        self._phase = bytearray(cap)
+        self._read, self._capture = a.read_state, a.capture_contacts
         self._row = 0
         self._chunk_first = 0
         self.errors = []
         self.active = True
+
+    @property
+    def substep(self) -> int:
+        """Substeps recorded this episode."""
+        return self._chunk_first + self._row
 
     def finish(self) -> None:
         """Flush the last, partial chunk, wait until every chunk reached the sink, and stop."""
@@ -122,45 +116,21 @@ class SubstepRecorder:
     def before_substep(self, phase: str) -> None:
         if not self.active or phase == "continue":  # "continue": nothing written since the last substep
             return
-        now = self._start
-        self.adapter.read_state(now)
-        now_b, prev_b = now.tobytes(), self._prev.tobytes()
-        if now_b == prev_b:
-            return
-        split = phase == "split"
-        plan = self._plan
-        # Envs write the same components substep after substep (a controller's ctrl): if nothing
-        # outside the last written region changed, store that region again. Unchanged components
-        # inside it are stored too, which replays as a no-op.
-        if plan is None or plan.split != split or now_b[:plan.lo] != prev_b[:plan.lo] \
-                or now_b[plan.hi:] != prev_b[plan.hi:]:
-            plan = self._plan = _WritePlan.of(self._segments, now_b, prev_b, split)
-        for lo, hi, late in plan.spans:
-            (self._mid_values if late else self._start_values).append(now_b[lo:hi])
-        self._start_mask[self._row] = plan.start_bits
-        self._mid_mask[self._row] = plan.mid_bits
+        row = self._row
+        self._read(self._before_rows[row])
+        self._phase[row] = _SPLIT if phase == "split" else _WHOLE
 
     def after_substep(self) -> None:
         if not self.active:
             return
-        a, row = self.adapter, self._row
-        state = self._states[row]
-        a.read_state(state)
-        # A view, turned into bytes only when a write check needs it (not between the frames of
-        # one env step): the row stays intact until the substep after it has been read.
-        self._prev = state
-        self._fingerprint[row] = a.state_fingerprint(state)
-        self._split[row] = a.last_substep_split()
+        row = self._row
+        self._read(self._after_rows[row])
         if self.contacts:
-            a.capture_contacts(self._stage)
+            self._capture(self._stage)
         else:
             self._stage.counts.append(0)
-        if (self.substep + 1) % self.snapshot_every == 0:
-            self._snap_at.append(self.substep)
-            self._snap_state.append(state.copy())
-        self.substep += 1
-        self._row += 1
-        if self._row == self.chunk_substeps or (self._row % 64 == 0 and self._stage.nbytes > _STAGE_BYTES):
+        self._row = row = row + 1
+        if row == self.chunk_substeps or (row & 63 == 0 and self._stage.nbytes > _STAGE_BYTES):
             self._flush()
 
     def hook_failed(self, where: str, error: BaseException) -> None:
@@ -174,30 +144,28 @@ class SubstepRecorder:
             self.active = False
 
     # ------------------------------------------------------------------ internals
+    def _use_rows(self, after: np.ndarray, before: np.ndarray) -> None:
+        self._states, self._before = after, before
+        self._after_rows, self._before_rows = list(after), list(before)  # row views made once, not per substep
+
     def _flush(self) -> None:
         """End the chunk: hand its buffers to the encoder (or encode it here) and start anew."""
         n = self._row
-        chunk = _Chunk(
-            first=self._chunk_first, n=n, states=self._states, stage=self._stage,
-            split=self._split[:n].copy(), start_mask=self._start_mask[:n].copy(),
-            mid_mask=self._mid_mask[:n].copy(), fingerprint=self._fingerprint[:n].copy(),
-            start_values=np.frombuffer(b"".join(self._start_values), dtype=np.float64),
-            mid_values=np.frombuffer(b"".join(self._mid_values), dtype=np.float64),
-            snapshot_substep=np.asarray(self._snap_at, dtype=np.int64),
-            snapshot_state=np.stack(self._snap_state) if self._snap_state else np.zeros((0, self.state_size)))
+        chunk = _Chunk(first=self._chunk_first, n=n, states=self._states, before=self._before,
+                       phase=np.frombuffer(self._phase, np.uint8, n).copy(), prev=self._last,
+                       stage=self._stage, writes=self._writes)
+        self._last = self._states[n - 1].copy()
+        self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
         self._chunk_first += n
         self._row = 0
-        self._start_mask[:] = 0
-        self._mid_mask[:] = 0
-        self._start_values, self._mid_values = [], []
-        self._snap_at, self._snap_state = [], []
         if self._encoder is None or sum(chunk.stage.counts) < OFF_THREAD_MIN_CONTACTS:
             if self._encoder is not None:
                 self._encoder.drain()  # chunks reach the sink in order: a heavy one may be in flight
             self._encode_or_stop(chunk)
             return
         # The encoder owns the chunk's state rows and contact stage until it hands them back.
-        self._states = self._spare_states.pop() if self._spare_states else np.empty_like(self._states)
+        rows = self._spare_rows.pop() if self._spare_rows else (np.empty_like(self._states), np.empty_like(self._before))
+        self._use_rows(*rows)
         self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
         self._encoder.submit(self._encode_off_thread, chunk)
 
@@ -213,20 +181,23 @@ class SubstepRecorder:
     def _encode(self, chunk: "_Chunk") -> None:
         a, n = self.adapter, chunk.n
         states = chunk.states[:n]
+        split, start_mask, mid_mask, start_values, mid_values = chunk.writes.columns(
+            chunk.before[:n], states, chunk.prev, chunk.phase)
+        snap = np.flatnonzero((chunk.first + np.arange(1, n + 1)) % self.snapshot_every == 0)
         pose, vel, contacts = a.decode_chunk(chunk.stage, states, self.tracked)
         columns = {
-            "split": chunk.split,
-            "start_mask": chunk.start_mask,
-            "mid_mask": chunk.mid_mask,
-            "fingerprint": chunk.fingerprint,
+            "split": split,
+            "start_mask": start_mask,
+            "mid_mask": mid_mask,
+            "fingerprint": np.fromiter(map(a.state_fingerprint, states), np.uint32, n),
             "body_pose": pose,
             "body_vel": vel,
             "contact_count": contacts.counts,
-            "start_values": chunk.start_values,
-            "mid_values": chunk.mid_values,
+            "start_values": start_values,
+            "mid_values": mid_values,
             **{f"contact_{field}": getattr(contacts, field) for field in ContactPairs.COLUMNS},
-            "snapshot_substep": chunk.snapshot_substep,
-            "snapshot_state": chunk.snapshot_state,
+            "snapshot_substep": (chunk.first + snap).astype(np.int64),
+            "snapshot_state": states[snap],
         }
         self.sink(columns, chunk.first, n)
 
@@ -235,7 +206,7 @@ class SubstepRecorder:
             if self.active:  # a chunk after a failed one would leave a hole
                 self._encode_or_stop(chunk)
         finally:
-            self._spare_states.append(chunk.states)  # list.append is atomic under the GIL
+            self._spare_rows.append((chunk.states, chunk.before))  # list.append is atomic under the GIL
             self._spare_stages.append(chunk.stage)
 
 
@@ -245,16 +216,12 @@ class _Chunk:
 
     first: int
     n: int
-    states: np.ndarray
+    states: np.ndarray  # rows: the state after each substep
+    before: np.ndarray  # rows: the state before each substep (where its phase is not 0)
+    phase: np.ndarray  # per substep: 0 nothing written before it, _WHOLE, _SPLIT
+    prev: np.ndarray  # the state the substep before the chunk ended with
     stage: Any
-    split: np.ndarray
-    start_mask: np.ndarray
-    mid_mask: np.ndarray
-    fingerprint: np.ndarray
-    start_values: np.ndarray
-    mid_values: np.ndarray
-    snapshot_substep: np.ndarray
-    snapshot_state: np.ndarray
+    writes: "_WriteEncoder"
 
 
 class _ChunkEncoder:
@@ -296,31 +263,79 @@ def _drain_encoders() -> None:
         encoder.drain()
 
 
-class _WritePlan:
-    """Which bytes of the state to store for a write: the components from the first to the last
-    changed one, as spans of consecutive components replayed at the same point."""
+_WHOLE, _SPLIT = 1, 2  # phase codes of a substep whose state was read before it
 
-    __slots__ = ("split", "lo", "hi", "start_bits", "mid_bits", "spans")
 
-    @classmethod
-    def of(cls, segments: list[tuple[int, int, int, bool]], now: bytes, before: bytes, split: bool) -> "_WritePlan":
-        changed = [i for i, (_, lo, hi, _) in enumerate(segments) if now[lo:hi] != before[lo:hi]]
-        region = segments[changed[0]:changed[-1] + 1]
-        plan = cls()
-        plan.split, plan.lo, plan.hi = split, region[0][1], region[-1][2]
-        plan.start_bits = plan.mid_bits = 0
-        plan.spans = []
-        for bit, lo, hi, late in region:
-            late = late and split
-            if late:
-                plan.mid_bits |= bit
-            else:
-                plan.start_bits |= bit
-            if plan.spans and plan.spans[-1][2] == late:
-                plan.spans[-1] = (plan.spans[-1][0], hi, late)
-            else:
-                plan.spans.append((lo, hi, late))
-        return plan
+class _WriteEncoder:
+    """Turns the states read before substeps into the write columns, one chunk at a time.
+
+    A substep's write is the run of components from the first to the last one that differ from
+    the state the previous substep ended with. Envs write the same components substep after
+    substep (a controller's ctrl): while nothing outside the last stored run changes, that run is
+    stored again (unchanged components inside it replay as no-ops), so the encoding depends on
+    the writes before it and chunks must be encoded in order (they are: see ``_ChunkEncoder``).
+    """
+
+    def __init__(self, layout: list[StateComponent], late: frozenset[str]) -> None:
+        parts = [(i, c) for i, c in enumerate(layout) if c.size > 0]
+        size = sum(c.size for c in layout)
+        self.starts = np.array([c.offset for _, c in parts], dtype=np.int64)
+        self.ends = np.array([c.offset + c.size for _, c in parts], dtype=np.int64)
+        bit = np.array([1 << i for i, _ in parts], dtype=np.int64)
+        is_late = np.array([c.name in late for _, c in parts], dtype=bool)
+        # Sums over a run of components [f, l] of their bits, and of the bits of late ones.
+        self.bits = np.concatenate([[0], np.cumsum(bit)])
+        self.late_bits = np.concatenate([[0], np.cumsum(bit * is_late)])
+        self.late_element = np.zeros(size, dtype=bool)
+        for (_, c), flag in zip(parts, is_late):
+            self.late_element[c.offset:c.offset + c.size] = flag
+        self.run: tuple[int, int, bool] | None = None  # (first, last component, split) stored last
+
+    def columns(self, before: np.ndarray, after: np.ndarray, prev: np.ndarray, phase: np.ndarray
+                ) -> tuple[np.ndarray, ...]:
+        """``split``, ``start_mask``, ``mid_mask``, ``start_values``, ``mid_values`` of a chunk."""
+        n, size = after.shape
+        split = (phase == _SPLIT).astype(np.uint8)
+        differs = np.empty((n, size), dtype=bool)
+        b, a = before.view(np.uint64), after.view(np.uint64)  # bitwise: NaN == NaN, -0.0 != 0.0
+        np.not_equal(b[1:], a[:-1], out=differs[1:])
+        np.not_equal(b[0], prev.view(np.uint64), out=differs[0])
+        differs[phase == 0] = False  # nothing was read before these substeps
+        changed = np.logical_or.reduceat(differs, self.starts, axis=1) if len(self.starts) else differs[:, :0]
+        rows = np.flatnonzero(changed.any(axis=1))
+        first = np.full(n, 0, np.int64)
+        last = np.full(n, -1, np.int64)  # an empty run for rows without a write
+        late = np.zeros(n, dtype=bool)
+        if len(rows):
+            c = changed[rows]
+            self._stored_runs(rows, c.argmax(axis=1), c.shape[1] - 1 - c[:, ::-1].argmax(axis=1),
+                              split[rows].astype(bool), first, last, late)
+        start_mask = (self.bits[last + 1] - self.bits[first]).astype(np.uint16)
+        late_mask = np.where(late, self.late_bits[last + 1] - self.late_bits[first], 0).astype(np.uint16)
+        start_mask -= late_mask
+        element = np.arange(size)
+        lo = np.where(last >= 0, self.starts[first], 0)
+        hi = np.where(last >= 0, self.ends[np.maximum(last, 0)], 0)
+        stored = (element >= lo[:, None]) & (element < hi[:, None])
+        mid = stored & self.late_element & late[:, None]
+        return split, start_mask, late_mask, before[stored & ~mid], before[mid]
+
+    def _stored_runs(self, rows: np.ndarray, first_changed: np.ndarray, last_changed: np.ndarray,
+                     split: np.ndarray, first: np.ndarray, last: np.ndarray, late: np.ndarray) -> None:
+        """Fill the stored run of each written row: the previous run while it covers the row's
+        changes (and the row is split alike), else the row's own first..last changed component.
+        One numpy pass per change of run, not a Python step per row."""
+        run, k = self.run, 0
+        while k < len(rows):
+            if run is None:
+                run = (int(first_changed[k]), int(last_changed[k]), bool(split[k]))
+            outside = (first_changed[k:] < run[0]) | (last_changed[k:] > run[1]) | (split[k:] != run[2])
+            end = k + int(outside.argmax()) if outside.any() else len(rows)
+            first[rows[k:end]], last[rows[k:end]], late[rows[k:end]] = run
+            if end < len(rows):
+                run = (int(first_changed[end]), int(last_changed[end]), bool(split[end]))
+            k = end
+        self.run = run
 
 
 #: A chunk goes to the worker thread only with at least this many raw contacts (8 per substep of
