@@ -211,6 +211,10 @@ class PhysicsAdapter(Protocol):
 
     def read_state(self, out: np.ndarray) -> None: ...
 
+    def state_rows(self) -> "StateRows":
+        """How to copy the state per substep into rows of a listener's buffer (cheaper than
+        ``read_state`` where the engine allows), bound to the current scene."""
+
     def write_state(self, state: np.ndarray) -> None: ...
 
     def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +260,42 @@ class PhysicsAdapter(Protocol):
 
     def split_late_components(self) -> frozenset[str]:
         """State components replayed between the halves of a split substep (the rest: before)."""
+
+
+class StateRows:
+    """How a listener copies the between-substep state into rows of its own buffer, one row per
+    substep, and turns a batch of rows into state vectors (``read_state``'s layout) afterwards.
+
+    This plain form stores the state vector itself; an adapter may store something cheaper to
+    copy (``MujocoAdapter`` stores MuJoCo's own memory and gathers the vectors per batch).
+
+    >>> import numpy as np
+    >>> rows = StateRows(lambda out: out.fill(1.0), size=3)
+    >>> buffer = rows.allocate(2)
+    >>> for target in rows.targets(buffer):
+    ...     rows.copy(target)   # the per-substep call
+    >>> rows.states(buffer).tolist()
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+
+    def __init__(self, read_state: Callable[[np.ndarray], None], size: int) -> None:
+        self.size = int(size)
+        #: Bytes per row; a multiple of 8.
+        self.row_bytes = 8 * self.size
+        #: ``copy(target)`` fills one row; ``target`` is an element of :meth:`targets`.
+        self.copy: Callable[[Any], None] = read_state
+
+    def allocate(self, n: int) -> np.ndarray:
+        """A buffer of ``n`` rows."""
+        return np.empty((n, self.row_bytes), np.uint8)
+
+    def targets(self, rows: np.ndarray) -> list[Any]:
+        """What :attr:`copy` takes for each row of ``rows`` (made once per buffer, not per substep)."""
+        return list(rows.view(np.float64))
+
+    def states(self, rows: np.ndarray) -> np.ndarray:
+        """State vectors (n, size) of filled rows (a view here; a new array in other forms)."""
+        return rows.view(np.float64)
 
 
 class BodyTableMixin:

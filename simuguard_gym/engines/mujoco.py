@@ -28,9 +28,10 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks,
-                                       staged_counts)
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows,
+                                       SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
+from simuguard_gym.engines.mujoco_struct import live_fields
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -121,7 +122,8 @@ class MujocoAdapter(BodyTableMixin):
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
-        self._contact_bytes: memoryview | None = None  # a view on `data`'s arena, located on the first contact
+        self._arena: memoryview | None = None  # a view on `data`'s arena, located on the first contact
+        self._counters: memoryview | None = None  # ncon, ..., nefc of `data` (mujoco_struct), once located
         self._pyramidal = int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
         max_dim = int(model.geom_condim.max()) if model.ngeom else 3
         # Constraint rows of the widest contact: 2 (condim - 1) pyramid edges, or condim for elliptic cones.
@@ -323,6 +325,12 @@ class MujocoAdapter(BodyTableMixin):
     def read_state(self, out: np.ndarray) -> None:
         mujoco.mj_getState(self.model, self.data, out, _INTEGRATION)
 
+    def state_rows(self) -> StateRows:
+        """MuJoCo's own memory (two memcpys per substep) where its layout checks out, else rows
+        filled by ``mj_getState``."""
+        rows = MujocoStateRows.of(self.model, self.data, self._layout)
+        return rows if rows is not None else StateRows(self.read_state, self.state_size)
+
     def write_state(self, state: np.ndarray) -> None:
         mujoco.mj_setState(self.model, self.data, state, _INTEGRATION)
 
@@ -503,14 +511,28 @@ class MujocoAdapter(BodyTableMixin):
 
     def capture_contacts(self, stage: "MujocoContactStage") -> None:
         """Stage this substep's contacts and constraint forces as raw bytes (two memcpys)."""
+        if self._counters is not None:
+            # The counters and the force pointer read from mjData itself (see mujoco_struct): no
+            # binding call per substep.
+            counters = self._counters
+            n = counters[0]
+            if not stage.counts:
+                self._check_contact_location()  # once per batch, so decoding never reads the engine
+            if n:
+                arena, at = self._arena, self._efc_pointer[0] - self._arena_base
+                stage.add(arena[:n * self._contact_stride], arena[at:at + 8 * counters[self._nefc_at]], n)
+            else:
+                stage.counts.append(0)
+                stage.efc_counts.append(0)
+            return
         data = self.data
         n = data.ncon
-        if not stage.counts and self._contact_bytes is not None:
-            self._check_contact_location()  # once per batch, so decoding never reads the engine
+        if not stage.counts and self._arena is not None:
+            self._check_contact_location()
         if n:
-            if self._contact_bytes is None:
+            if self._arena is None:
                 self._locate_contacts()
-            stage.add(self._contact_bytes[:n * self._contact_stride], data.efc_force, n)
+            stage.add(self._arena[:n * self._contact_stride], memoryview(data.efc_force).cast("B"), n)
         else:
             stage.counts.append(0)
             stage.efc_counts.append(0)
@@ -519,7 +541,8 @@ class MujocoAdapter(BodyTableMixin):
         """Map MuJoCo's contact array (at the start of the arena) as raw bytes.
 
         Reading the array through one view replaces a dozen per-field copies per substep; the
-        location is checked against the field views on every decode.
+        location is checked against the field views once per batch. Where MuJoCo's struct layout
+        checks out, the contact counters and the force pointer are read through views as well.
         """
         con = self.data.contact
         base = con.dist.__array_interface__["data"][0]
@@ -528,14 +551,20 @@ class MujocoAdapter(BodyTableMixin):
         formats = [_CONTACT_FIELDS.fields[f][0] for f in _CONTACT_FIELDS.names]
         self._contact_dtype = np.dtype({"names": list(_CONTACT_FIELDS.names), "formats": formats,
                                         "offsets": offsets, "itemsize": stride})
-        capacity = max(int(self.model.narena) // stride, 1)
-        self._contact_base = base
+        self._arena_base = base
         self._contact_stride = stride
-        self._contact_bytes = memoryview((ctypes.c_char * (capacity * stride)).from_address(base)).cast("B")
+        fields = live_fields(self.data)
+        if fields is not None and fields.arena_address != base:
+            fields = None
+        # With the layout checked and the contacts starting the arena, the view covers all of it
+        # (the constraint forces live there too); otherwise only whole contact records.
+        size = int(self.data.narena) if fields is not None else max(int(self.model.narena) // stride, 1) * stride
+        self._arena = memoryview((ctypes.c_char * size).from_address(base)).cast("B")
+        self._counters, self._nefc_at, self._efc_pointer = fields.views() if fields is not None else (None, 0, None)
 
     def _check_contact_location(self) -> None:
         """Follow MuJoCo's contact array if it moved (a reallocated arena); nothing is staged yet."""
-        if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._contact_base:
+        if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._arena_base:
             self._locate_contacts()
 
     def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray, *,
@@ -620,6 +649,102 @@ class MujocoAdapter(BodyTableMixin):
         return speed
 
 
+class MujocoStateRows(StateRows):
+    """The integration state as MuJoCo keeps it: the 8 bytes of ``data.time`` and the span of
+    ``data``'s buffer that holds every other state component (qpos up to mocap_quat, with
+    MuJoCo's alignment padding between the arrays), copied as bytes per substep; :meth:`states`
+    gathers ``mj_getState``'s vector out of a batch of rows (eq_active: bytes to floats).
+
+    Built only when every component is located and one row gathers to exactly ``mj_getState``'s
+    vector; :meth:`of` returns None otherwise.
+    """
+
+    #: MjData attribute of each state component whose name differs from it.
+    _ATTRIBUTES = {"warmstart": "qacc_warmstart", "plugin": "plugin_state"}
+
+    def __init__(self, time_bytes: memoryview, span: memoryview, floats: np.ndarray, byte_columns: np.ndarray,
+                 bytes_at: np.ndarray) -> None:
+        self.size = len(floats)
+        self.row_bytes = 8 + -(-len(span) // 8) * 8
+        self._byte_columns, self._bytes_at = byte_columns, bytes_at
+        self._span_bytes = len(span)
+        # Runs of state elements that sit side by side in a row too: (first element, its row word, length).
+        self._runs: list[tuple[int, int, int]] = []
+        for element, word in enumerate(floats.tolist()):
+            if word < 0:  # a byte element (eq_active), gathered apart
+                continue
+            at, source, length = self._runs[-1] if self._runs else (-2, -2, 0)
+            if element == at + length and word == source + length:
+                self._runs[-1] = (at, source, length + 1)
+            else:
+                self._runs.append((element, word, 1))
+
+        def copy(target: tuple[memoryview, memoryview], time: memoryview = time_bytes, span: memoryview = span) -> None:
+            to_time, to_span = target
+            to_time[:] = time
+            to_span[:] = span
+
+        self.copy = copy
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel, data: mujoco.MjData, layout: list[StateComponent]) -> "MujocoStateRows | None":
+        fields = live_fields(data)
+        if fields is None:
+            return None
+        located = []  # (component, address, dtype) of the components in the buffer
+        for c in layout:
+            if c.size == 0 or c.name == "time":
+                continue
+            array = getattr(data, cls._ATTRIBUTES.get(c.name, c.name), None)
+            if not isinstance(array, np.ndarray) or array.size != c.size or not array.flags.c_contiguous \
+                    or array.dtype not in (np.float64, np.uint8, np.bool_):
+                return None
+            located.append((c, array.__array_interface__["data"][0], array.dtype))
+        start = min((at for _, at, _ in located), default=0)
+        end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
+        state_bytes = 8 * sum(c.size for c in layout)
+        if end - start > 4 * state_bytes + 4096:  # scattered: the span would copy mostly other arrays
+            return None
+        # The float64 word of each state element in a row (time: word 0; -1: a byte element).
+        floats = np.full(sum(c.size for c in layout), -1, np.int64)
+        for c in layout:
+            if c.name == "time":
+                floats[c.offset:c.offset + c.size] = 0
+        byte_columns, bytes_at = [], []
+        for c, at, dtype in located:
+            offset = 8 + at - start
+            if dtype == np.float64:
+                if offset % 8:
+                    return None
+                floats[c.offset:c.offset + c.size] = offset // 8 + np.arange(c.size)
+            else:
+                byte_columns.extend(range(c.offset, c.offset + c.size))
+                bytes_at.extend(range(offset, offset + c.size))
+        span = memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B") if end > start \
+            else memoryview(b"")
+        rows = cls(fields.time_bytes, span, floats, np.array(byte_columns, np.int64), np.array(bytes_at, np.int64))
+        # One row must gather to exactly what mj_getState reads, or the rows are not used.
+        buffer = rows.allocate(1)
+        rows.copy(rows.targets(buffer)[0])
+        expected = np.empty(rows.size)
+        mujoco.mj_getState(model, data, expected, _INTEGRATION)
+        if rows.states(buffer).tobytes() != expected.tobytes():
+            return None
+        return rows
+
+    def targets(self, rows: np.ndarray) -> list[tuple[memoryview, memoryview]]:
+        return [(m[:8], m[8:8 + self._span_bytes]) for m in map(memoryview, rows)]
+
+    def states(self, rows: np.ndarray) -> np.ndarray:
+        words = rows.view(np.float64)
+        out = np.empty((len(rows), self.size))
+        for at, source, length in self._runs:  # a few whole-column copies, not a gather per element
+            out[:, at:at + length] = words[:, source:source + length]
+        if len(self._byte_columns):
+            out[:, self._byte_columns] = rows[:, self._bytes_at]
+        return out
+
+
 class MujocoContactStage:
     """Raw contact records and constraint forces of consecutive substeps, awaiting a decode.
 
@@ -631,16 +756,18 @@ class MujocoContactStage:
         self._raw = np.empty(1 << 16, np.uint8)
         self._raw_view = memoryview(self._raw)
         self._efc = np.empty(1 << 12)
+        self._efc_bytes = memoryview(self._efc).cast("B")
         self.clear()
 
     def clear(self) -> None:
         self._raw_used = 0
-        self._efc_used = 0
+        self._efc_used = 0  # bytes
         self.counts: list[int] = []
         self.efc_counts: list[int] = []
 
-    def add(self, records: memoryview, efc: np.ndarray, n: int) -> None:
-        """Stage one substep: the raw records of its ``n`` contacts and its constraint forces."""
+    def add(self, records: memoryview, efc: memoryview, n: int) -> None:
+        """Stage one substep: the raw records of its ``n`` contacts and its constraint forces (the
+        bytes of ``efc_force``)."""
         lo, hi = self._raw_used, self._raw_used + len(records)
         if hi > len(self._raw):
             self._raw = _grown(self._raw, hi)
@@ -648,12 +775,13 @@ class MujocoContactStage:
         self._raw_view[lo:hi] = records
         self._raw_used = hi
         lo, hi = self._efc_used, self._efc_used + len(efc)
-        if hi > len(self._efc):
-            self._efc = _grown(self._efc, hi)
-        self._efc[lo:hi] = efc
+        if hi > len(self._efc_bytes):
+            self._efc = _grown(self._efc, hi // 8)
+            self._efc_bytes = memoryview(self._efc).cast("B")
+        self._efc_bytes[lo:hi] = efc
         self._efc_used = hi
         self.counts.append(n)
-        self.efc_counts.append(len(efc))
+        self.efc_counts.append(len(efc) >> 3)
 
     @property
     def raw(self) -> np.ndarray:
@@ -661,11 +789,11 @@ class MujocoContactStage:
 
     @property
     def efc(self) -> np.ndarray:
-        return self._efc[:self._efc_used]
+        return self._efc[:self._efc_used >> 3]
 
     @property
     def nbytes(self) -> int:
-        return self._raw_used + 8 * self._efc_used
+        return self._raw_used + self._efc_used
 
 
 def _grown(buffer: np.ndarray, needed: int) -> np.ndarray:

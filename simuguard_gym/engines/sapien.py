@@ -32,7 +32,7 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, SubstepHooks,
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows, SubstepHooks,
                                        staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
@@ -270,6 +270,9 @@ class SapienAdapter(BodyTableMixin):
         for joint in self._joints:
             out[at] = joint.drive_velocity_target[0]
             at += 1
+
+    def state_rows(self) -> StateRows:
+        return StateRows(self.read_state, sum(c.size for c in self._layout))
 
     def write_state(self, state: np.ndarray) -> None:
         """Set what differs from the current state, through the env-facing setters."""

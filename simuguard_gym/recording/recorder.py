@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, StateComponent
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
 
@@ -84,6 +84,7 @@ class SubstepRecorder:
         self.initial_state = np.empty(self.state_size)
         a.read_state(self.initial_state)
         self._last = self.initial_state.copy()  # the state the chunk's previous substep ended with
+        self._rows = a.state_rows()
         self._stage = a.new_contact_stage(reuse=self._stage)
         if not (self.background and getattr(a, "decodes_off_thread", False)):
             self._encoder = None
@@ -91,9 +92,9 @@ class SubstepRecorder:
             self._encoder = _ChunkEncoder()
         self._spare_rows: list[tuple[np.ndarray, np.ndarray]] = []  # handed back by the encoder
         self._spare_stages: list[Any] = []
-        self._use_rows(np.empty((cap, self.state_size)), np.empty((cap, self.state_size)))
+        self._use_rows(self._rows.allocate(cap), self._rows.allocate(cap))
         self._phase = bytearray(cap)
-        self._read, self._capture = a.read_state, a.capture_contacts
+        self._read, self._capture = self._rows.copy, a.capture_contacts
         self._row = 0
         self._chunk_first = 0
         self.errors = []
@@ -146,15 +147,16 @@ class SubstepRecorder:
     # ------------------------------------------------------------------ internals
     def _use_rows(self, after: np.ndarray, before: np.ndarray) -> None:
         self._states, self._before = after, before
-        self._after_rows, self._before_rows = list(after), list(before)  # row views made once, not per substep
+        # What the per-substep copy takes for each row, made once per buffer.
+        self._after_rows, self._before_rows = self._rows.targets(after), self._rows.targets(before)
 
     def _flush(self) -> None:
         """End the chunk: hand its buffers to the encoder (or encode it here) and start anew."""
         n = self._row
         chunk = _Chunk(first=self._chunk_first, n=n, states=self._states, before=self._before,
                        phase=np.frombuffer(self._phase, np.uint8, n).copy(), prev=self._last,
-                       stage=self._stage, writes=self._writes)
-        self._last = self._states[n - 1].copy()
+                       stage=self._stage, writes=self._writes, rows=self._rows)
+        self._last = self._rows.states(self._states[n - 1:n])[0].copy()
         self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
         self._chunk_first += n
         self._row = 0
@@ -164,8 +166,8 @@ class SubstepRecorder:
             self._encode_or_stop(chunk)
             return
         # The encoder owns the chunk's state rows and contact stage until it hands them back.
-        rows = self._spare_rows.pop() if self._spare_rows else (np.empty_like(self._states), np.empty_like(self._before))
-        self._use_rows(*rows)
+        spare = self._spare_rows.pop() if self._spare_rows else (np.empty_like(self._states), np.empty_like(self._before))
+        self._use_rows(*spare)
         self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
         self._encoder.submit(self._encode_off_thread, chunk)
 
@@ -180,9 +182,9 @@ class SubstepRecorder:
 
     def _encode(self, chunk: "_Chunk") -> None:
         a, n = self.adapter, chunk.n
-        states = chunk.states[:n]
+        states = chunk.rows.states(chunk.states[:n])
         split, start_mask, mid_mask, start_values, mid_values = chunk.writes.columns(
-            chunk.before[:n], states, chunk.prev, chunk.phase)
+            chunk.rows.states(chunk.before[:n]), states, chunk.prev, chunk.phase)
         snap = np.flatnonzero((chunk.first + np.arange(1, n + 1)) % self.snapshot_every == 0)
         pose, vel, contacts = a.decode_chunk(chunk.stage, states, self.tracked)
         columns = {
@@ -216,12 +218,13 @@ class _Chunk:
 
     first: int
     n: int
-    states: np.ndarray  # rows: the state after each substep
+    states: np.ndarray  # rows (see StateRows): the state after each substep
     before: np.ndarray  # rows: the state before each substep (where its phase is not 0)
     phase: np.ndarray  # per substep: 0 nothing written before it, _WHOLE, _SPLIT
     prev: np.ndarray  # the state the substep before the chunk ended with
     stage: Any
     writes: "_WriteEncoder"
+    rows: StateRows  # what the rows hold
 
 
 class _ChunkEncoder:
@@ -290,6 +293,7 @@ class _WriteEncoder:
         for (_, c), flag in zip(parts, is_late):
             self.late_element[c.offset:c.offset + c.size] = flag
         self.run: tuple[int, int, bool] | None = None  # (first, last component, split) stored last
+        self._columns: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def columns(self, before: np.ndarray, after: np.ndarray, prev: np.ndarray, phase: np.ndarray
                 ) -> tuple[np.ndarray, ...]:
@@ -313,12 +317,41 @@ class _WriteEncoder:
         start_mask = (self.bits[last + 1] - self.bits[first]).astype(np.uint16)
         late_mask = np.where(late, self.late_bits[last + 1] - self.late_bits[first], 0).astype(np.uint16)
         start_mask -= late_mask
-        element = np.arange(size)
-        lo = np.where(last >= 0, self.starts[first], 0)
-        hi = np.where(last >= 0, self.ends[np.maximum(last, 0)], 0)
-        stored = (element >= lo[:, None]) & (element < hi[:, None])
-        mid = stored & self.late_element & late[:, None]
-        return split, start_mask, late_mask, before[stored & ~mid], before[mid]
+        return (split, start_mask, late_mask) + self._values(before, rows, first, last, late)
+
+    def _values(self, before: np.ndarray, rows: np.ndarray, first: np.ndarray, last: np.ndarray,
+                late: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored elements of the written rows, row after row, split into start and mid
+        values; gathered per distinct run (one in the common case), not per element mask."""
+        values = []
+        # One key per run: runs change rarely, so there are few distinct keys (one in the common case).
+        key = (first[rows] * len(self.bits) + last[rows]) * 2 + late[rows]
+        distinct, which = np.unique(key, return_inverse=True)
+        written = before if len(rows) == len(before) else before[rows]
+        for part in (0, 1):  # 0: start values, 1: mid values
+            columns = [self._run_columns(int(k) // 2 // len(self.bits), int(k) // 2 % len(self.bits), int(k) % 2)[part]
+                       for k in distinct]
+            if len(distinct) == 1:
+                values.append(np.take(written, columns[0], axis=1).reshape(-1))
+                continue
+            lengths = np.array([len(c) for c in columns], np.int64)[which] if len(rows) else np.zeros(0, np.int64)
+            out = np.empty(int(lengths.sum()))
+            at = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            for g, cols in enumerate(columns):
+                members = np.flatnonzero(which == g)
+                out[(at[members][:, None] + np.arange(len(cols))).reshape(-1)] = written[members][:, cols].reshape(-1)
+            values.append(out)
+        return values[0], values[1]
+
+    def _run_columns(self, first: int, last: int, late: int) -> tuple[np.ndarray, np.ndarray]:
+        """State elements stored for a run: (before the substep, between its halves)."""
+        key = (first, last, late)
+        cached = self._columns.get(key)
+        if cached is None:
+            elements = np.arange(self.starts[first], self.ends[last])
+            mid = self.late_element[elements] & bool(late)
+            cached = self._columns[key] = (elements[~mid], elements[mid])
+        return cached
 
     def _stored_runs(self, rows: np.ndarray, first_changed: np.ndarray, last_changed: np.ndarray,
                      split: np.ndarray, first: np.ndarray, last: np.ndarray, late: np.ndarray) -> None:

@@ -56,9 +56,10 @@ class SubstepTap:
         self.initial_state = np.empty(sum(c.size for c in a.state_layout()))
         a.read_state(self.initial_state)
         self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
-        self._states = np.empty((self.max_batch, len(self.initial_state)))
-        self._rows = list(self._states)  # row views made once, not per substep
-        self._read, self._capture = a.read_state, a.capture_contacts
+        self._state_rows = a.state_rows()
+        self._states = self._state_rows.allocate(self.max_batch)
+        self._rows = self._state_rows.targets(self._states)  # made once, not per substep
+        self._read, self._capture = self._state_rows.copy, a.capture_contacts
         self._stage = a.new_contact_stage(reuse=self._stage)
         self._row = 0
         self.substep = 0
@@ -93,8 +94,8 @@ class SubstepTap:
         return self._row if self.active else 0
 
     def waiting_states(self, since: int = 0) -> np.ndarray:
-        """The states after the waiting substeps ``since`` on (a view, valid until the next drain)."""
-        return self._states[since:self._row]
+        """The states after the waiting substeps ``since`` on."""
+        return self._state_rows.states(self._states[since:self._row])
 
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
@@ -103,6 +104,6 @@ class SubstepTap:
             return
         self._row = 0
         self.drains += 1
-        states = self._states[:n]
+        states = self._state_rows.states(self._states[:n])
         pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
         self.sink(pose, vel, contacts)

@@ -1,0 +1,154 @@
+"""Where mjData keeps its time, contact counters and constraint-force pointer, read without a call.
+
+Each read through MuJoCo's bindings (``data.ncon``, ``data.efc_force``, ``mj_getState``) is a
+pybind11 call that checks its arguments and builds objects; inside a Python-heavy env step
+(robosuite runs its controller between every two substeps) each costs a few microseconds, more
+than the copy it serves. The recorder reads these per substep, so the adapter reads them straight
+from the ``mjData`` struct through memoryviews made once.
+
+The byte offsets come from MuJoCo's own description of its headers (``mujoco.introspect``, shipped
+with the bindings of the same build) laid out with the C rules, and are checked against a live
+``MjData`` before use: :func:`live_fields` returns None (the caller keeps the bindings) whenever
+the description is missing, names a type it does not know, or any checked value disagrees.
+
+>>> import mujoco
+>>> from simuguard_gym.engines.mujoco_struct import live_fields
+>>> model = mujoco.MjModel.from_xml_string(
+...     '<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
+...     '<body pos="0 0 .09"><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
+>>> data = mujoco.MjData(model); mujoco.mj_step(model, data)
+>>> fields = live_fields(data)
+>>> (fields.ncon, fields.nefc) == (data.ncon, data.nefc)
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import mujoco
+
+# Size and alignment of the scalar types mjData and its member structs are made of (x86-64 and
+# arm64 Linux, macOS and Windows agree on all of them).
+_SCALARS = {"int": 4, "unsigned int": 4, "float": 4, "mjtNum": 8, "double": 8, "mjtSize": 8, "size_t": 8,
+            "uintptr_t": 8, "uint64_t": 8, "int64_t": 8, "mjtBool": 1, "mjtByte": 1, "char": 1,
+            "unsigned char": 1}
+_POINTER = 8
+
+
+class _Unknown(Exception):
+    """A type the layout rules here do not cover."""
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(struct: str) -> tuple[dict[str, int], int, int]:
+    """Field offsets, size and alignment of a struct described by ``mujoco.introspect``."""
+    from mujoco.introspect import ast_nodes, structs
+
+    decl = structs.STRUCTS.get(struct)
+    if decl is None:
+        raise _Unknown(struct)
+    offsets: dict[str, int] = {}
+    offset, align = 0, 1
+    for field in decl.fields:
+        if not isinstance(field, ast_nodes.StructFieldDecl):
+            raise _Unknown(f"{struct}: {type(field).__name__}")  # unions, anonymous members
+        size, field_align = _size_align(field.type, ast_nodes)
+        offset = -(-offset // field_align) * field_align
+        offsets[field.name] = offset
+        offset += size
+        align = max(align, field_align)
+    return offsets, -(-offset // align) * align, align
+
+
+def _size_align(kind: Any, ast_nodes: Any) -> tuple[int, int]:
+    if isinstance(kind, ast_nodes.PointerType):
+        return _POINTER, _POINTER
+    if isinstance(kind, ast_nodes.ArrayType):
+        size, align = _size_align(kind.inner_type, ast_nodes)
+        for extent in kind.extents:
+            if not isinstance(extent, int):
+                raise _Unknown(f"array extent {extent!r}")
+            size *= extent
+        return size, align
+    if isinstance(kind, ast_nodes.ValueType):
+        if kind.name in _SCALARS:
+            return _SCALARS[kind.name], _SCALARS[kind.name]
+        _, size, align = _layout(kind.name)
+        return size, align
+    raise _Unknown(type(kind).__name__)
+
+
+def _offsets() -> dict[str, int] | None:
+    try:
+        offsets, _, _ = _layout("mjData")
+    except (_Unknown, ImportError, AttributeError):
+        return None
+    needed = ("time", "ncon", "nefc", "arena", "qpos", "qvel", "efc_force")
+    return offsets if all(name in offsets for name in needed) else None
+
+
+class LiveFields:
+    """Memoryviews on one ``MjData``'s ``time``, ``ncon``, ``nefc`` and ``efc_force`` pointer (valid
+    while the MjData lives: hold the MjData as long as this)."""
+
+    __slots__ = ("_ints", "_nefc_at", "_efc_pointer", "_arena_pointer", "time_bytes")
+
+    def __init__(self, address: int, offsets: dict[str, int]) -> None:
+        ncon, nefc = offsets["ncon"], offsets["nefc"]
+        self._ints = _view(address + ncon, nefc + 4 - ncon).cast("i")
+        self._nefc_at = (nefc - ncon) // 4
+        self._efc_pointer = _view(address + offsets["efc_force"], _POINTER).cast("Q")
+        self._arena_pointer = _view(address + offsets["arena"], _POINTER).cast("Q")
+        #: The 8 bytes of ``data.time``.
+        self.time_bytes = _view(address + offsets["time"], 8)
+
+    @property
+    def ncon(self) -> int:
+        return self._ints[0]
+
+    @property
+    def nefc(self) -> int:
+        return self._ints[self._nefc_at]
+
+    @property
+    def arena_address(self) -> int:
+        """Where the arena starts (MuJoCo puts the contacts there, the constraint arrays after)."""
+        return self._arena_pointer[0]
+
+    @property
+    def efc_force_address(self) -> int:
+        return self._efc_pointer[0]
+
+    def views(self) -> tuple[memoryview, int, memoryview]:
+        """(counters, index of nefc in them, efc_force pointer): for hot loops that index them directly."""
+        return self._ints, self._nefc_at, self._efc_pointer
+
+
+def _view(address: int, nbytes: int) -> memoryview:
+    return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
+
+
+def _address(array: Any) -> int:
+    return int(array.__array_interface__["data"][0])
+
+
+def live_fields(data: mujoco.MjData) -> LiveFields | None:
+    """Views on ``data``'s contact counters and force pointer, or None when they cannot be trusted."""
+    offsets = _offsets()
+    address = getattr(data, "_address", None)
+    if offsets is None or not isinstance(address, int) or offsets["ncon"] % 4 or offsets["nefc"] % 4 \
+            or offsets["nefc"] < offsets["ncon"] or offsets["efc_force"] % _POINTER:
+        return None
+    # Two pointers that the bindings also report confirm the layout before any value is trusted.
+    for name in ("qpos", "qvel"):
+        if _view(address + offsets[name], _POINTER).cast("Q")[0] != _address(getattr(data, name)):
+            return None
+    fields = LiveFields(address, offsets)
+    if fields.ncon != data.ncon or fields.nefc != data.nefc or fields.time_bytes.cast("d")[0] != data.time:
+        return None
+    if data.nefc and fields.efc_force_address != _address(data.efc_force):
+        return None
+    return fields

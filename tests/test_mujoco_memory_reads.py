@@ -1,0 +1,98 @@
+"""The per-substep reads that go straight to MuJoCo's memory give what the bindings give.
+
+The recorder and the monitor copy the state and the contacts through views on ``mjData``
+(``engines/mujoco_struct.py``, ``MujocoStateRows``) instead of binding calls; these tests run a
+scene that uses every state component those views must cover and compare, substep by substep,
+with ``mj_getState``, ``data.ncon``/``data.nefc`` and ``data.efc_force``.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from simuguard_gym.engines.mujoco import MujocoAdapter, MujocoContactStage, MujocoStateRows
+from simuguard_gym.engines.mujoco_struct import live_fields
+
+# Free boxes falling onto each other, a hinged paddle with an activation-filtered actuator, a
+# mocap body, a weld toggled on and off (eq_active) and user data: each state component non-empty.
+SCENE = """
+<mujoco>
+  <size nuserdata="3"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body name="paddle" pos="0 0 .3">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="box" size=".3 .05 .02" mass="1"/>
+    </body>
+    <body name="a" pos=".1 0 .6"><freejoint/><geom type="box" size=".05 .05 .05"/></body>
+    <body name="b" pos=".12 .01 .8"><freejoint/><geom type="box" size=".05 .05 .05"/></body>
+    <body name="c" pos="-.4 0 .1"><freejoint/><geom type="sphere" size=".05"/></body>
+    <body name="target" mocap="true" pos="-.4 0 .4"><geom type="sphere" size=".02" contype="0" conaffinity="0"/></body>
+  </worldbody>
+  <equality><weld body1="c" body2="target" active="false"/></equality>
+  <actuator><general joint="hinge" dyntype="filter" dynprm=".05" gainprm="5"/></actuator>
+</mujoco>
+"""
+
+
+def run_scene(substeps: int):
+    model = mujoco.MjModel.from_xml_string(SCENE)
+    data = mujoco.MjData(model)
+    for k in range(substeps):
+        data.ctrl[0] = np.sin(0.05 * k)
+        data.userdata[:] = (k, -k, 0.5 * k)
+        data.mocap_pos[0, 2] = 0.4 + 0.001 * k
+        data.eq_active[0] = (k // 40) % 2
+        if k == 70:
+            data.qvel[6] += 1.0  # a write to the state between substeps
+        mujoco.mj_step(model, data)
+        yield model, data
+
+
+def test_state_rows_gather_exactly_what_mj_getstate_reads():
+    adapter = None
+    for model, data in run_scene(200):
+        if adapter is None:
+            adapter = MujocoAdapter(model, data)
+            rows = adapter.state_rows()
+            assert isinstance(rows, MujocoStateRows)  # the memory view path, not the fallback
+            buffer = rows.allocate(200)
+            targets = rows.targets(buffer)
+            expected = np.empty((200, rows.size))
+            k = 0
+        rows.copy(targets[k])
+        mujoco.mj_getState(model, data, expected[k], mujoco.mjtState.mjSTATE_INTEGRATION)
+        k += 1
+    assert np.array_equal(rows.states(buffer).view(np.uint64), expected.view(np.uint64))
+    assert len(np.unique(expected[:, adapter._component("eq_active").offset])) == 2  # the weld did toggle
+
+
+def test_struct_fields_follow_the_contacts_and_forces():
+    checked = 0
+    for model, data in run_scene(200):
+        fields = live_fields(data)
+        assert fields is not None
+        assert (fields.ncon, fields.nefc) == (data.ncon, data.nefc)
+        if data.nefc:
+            assert fields.efc_force_address == data.efc_force.__array_interface__["data"][0]
+            checked += 1
+    assert checked > 100
+
+
+def test_contacts_staged_through_memory_equal_those_staged_through_the_bindings():
+    adapter = None
+    for model, data in run_scene(200):
+        if adapter is None:
+            adapter = MujocoAdapter(model, data)
+            direct, bound = MujocoContactStage(), MujocoContactStage()
+        if data.ncon and adapter._arena is None:
+            adapter.capture_contacts(MujocoContactStage())  # locates the arena and the struct views
+        assert adapter._counters is not None or not data.ncon
+        adapter.capture_contacts(direct)
+        counters, adapter._counters = adapter._counters, None  # the bindings' path
+        adapter.capture_contacts(bound)
+        adapter._counters = counters
+    assert sum(direct.counts) > 200
+    assert direct.counts == bound.counts and direct.efc_counts == bound.efc_counts
+    assert direct.raw.tobytes() == bound.raw.tobytes() and direct.efc.tobytes() == bound.efc.tobytes()
