@@ -1,8 +1,9 @@
 """What RecordPhysics costs: added time per substep and bytes per substep, against the unwrapped env.
 
 Each row runs the same seeded actions through the plain env and through RecordPhysics in the same
-process, alternating, and reports the best of ``--repeats`` timings for each (the least disturbed
-by other load). A timed run is one episode of about ``--substeps`` substeps (10,000 by default:
+process, in ``--repeats`` pairs (plain, then recorded, back to back), and reports medians over the
+pairs (``timing.paired_cost``): a slow spell of a shared machine hits both runs of a pair. A timed
+run is one episode of about ``--substeps`` substeps (10,000 by default:
 LIBERO's episodes run 7,500-15,000; scripted envs run their own length) and includes the work
 left at its end (decoding and writing the last chunk), not the file's footer and rename.
 Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts, <= 10% added
@@ -25,7 +26,7 @@ import numpy as np
 import simuguard_gym.envs  # noqa: F401
 from simuguard_gym import RecordPhysics, load_recording
 from scenes import pile_scene
-from timing import timed_run
+from timing import paired_cost, timed_run
 
 
 def candidates() -> dict[str, Callable[[], gym.Env]]:
@@ -95,22 +96,21 @@ def measure(make: Callable[[], gym.Env], substeps: int, repeats: int) -> dict[st
     rec = load_recording(recorded.paths[-1])
     substeps = rec.substeps
     points = float(rec.columns["contact_points"].astype(float).sum()) if "contact_points" in rec.columns else 0.0
-    t_off, t_on = min(off) / substeps, min(on) / substeps
+    plain_s, added_s, fraction = paired_cost(off, on)
     size = os.path.getsize(recorded.paths[-1])
-    return {"substeps": substeps, "step_us": t_off * 1e6, "added_us": (t_on - t_off) * 1e6,
-            "added_pct": 100 * (t_on - t_off) / t_off, "bytes": size / substeps,
-            "contacts": points / substeps}
+    return {"substeps": substeps, "step_us": plain_s / substeps * 1e6, "added_us": added_s / substeps * 1e6,
+            "added_pct": 100 * fraction, "bytes": size / substeps, "contacts": points / substeps}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--substeps", type=int, default=10_000, help="physics substeps per timed run (an episode)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9, help="pairs of timed runs")
     parser.add_argument("--only", help="substring of the env names to run")
     args = parser.parse_args()
     import mujoco
 
-    print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps x {args.repeats} repeats, best of each\n")
+    print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps, medians over {args.repeats} pairs\n")
     print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
           "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")
