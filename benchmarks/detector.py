@@ -2,7 +2,8 @@
 
 Online: the same seeded actions through the plain env and through ArtifactMonitor in the same
 process, in ``--repeats`` pairs (plain, then monitored, back to back), medians over the pairs
-(``timing.paired_cost``); the added time per substep is divided by the number of monitored objects. Offline: ``detect()`` over a recorded episode (file already loaded), in
+(``timing.paired_cost``); the added time per substep is divided by the number of monitored
+objects. Offline: ``detect()`` over a recorded episode (file already loaded), in
 object-substeps per second. Targets (issue "ArtifactMonitor"): <= 10 us per substep per monitored
 object online, >= 1,000,000 object-substeps per second offline on one core.
 

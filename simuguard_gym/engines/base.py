@@ -256,8 +256,6 @@ class PhysicsAdapter(Protocol):
 
     def success(self) -> bool | None: ...
 
-    def last_substep_split(self) -> bool: ...
-
     def split_late_components(self) -> frozenset[str]:
         """State components replayed between the halves of a split substep (the rest: before)."""
 

@@ -84,7 +84,6 @@ class MujocoAdapter(BodyTableMixin):
         self.flavour = flavour
         self._owner = owner
         self._patched_sim: Any = None
-        self._split = False
         self._bind(model, data)
         if flavour == "gymnasium":
             self._patch_gymnasium()
@@ -166,7 +165,6 @@ class MujocoAdapter(BodyTableMixin):
         # Same effect as MujocoEnv._step_mujoco_simulation, one mj_step per frame.
         model, data, hooks = self.model, self.data, self.hooks
         data.ctrl[:] = ctrl
-        self._split = False
         phase = "start"
         for _ in range(n_frames):
             hooks.before(phase)
@@ -183,7 +181,6 @@ class MujocoAdapter(BodyTableMixin):
         def step(with_udd: bool = True) -> None:
             hooks.before("start")
             mujoco.mj_step(model, data)
-            self._split = False
             hooks.after()
 
         def step1() -> None:
@@ -194,7 +191,6 @@ class MujocoAdapter(BodyTableMixin):
             # are told apart by which half reads them (SPLIT_LATE_COMPONENTS).
             hooks.before("split")
             mujoco.mj_step2(model, data)
-            self._split = True
             hooks.after()
 
         sim.step, sim.step1, sim.step2 = step, step1, step2
@@ -217,11 +213,7 @@ class MujocoAdapter(BodyTableMixin):
         else:
             hooks.before("start")
             mujoco.mj_step(model, data)
-        self._split = split
         hooks.after()
-
-    def last_substep_split(self) -> bool:
-        return self._split
 
     def split_late_components(self) -> frozenset[str]:
         return self.SPLIT_LATE_COMPONENTS

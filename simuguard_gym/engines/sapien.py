@@ -32,8 +32,8 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows, SubstepHooks,
-                                       staged_counts)
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows,
+                                       SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
@@ -157,9 +157,6 @@ class SapienAdapter(BodyTableMixin):
         self.hooks.before("start")
         type(self.scene).step(self.scene)
         self.hooks.after()
-
-    def last_substep_split(self) -> bool:
-        return False
 
     def split_late_components(self) -> frozenset[str]:
         return frozenset()

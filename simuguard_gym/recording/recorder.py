@@ -6,9 +6,10 @@ any write to positions, velocities or the warm start); after it, the state again
 contacts. The hot path only copies into preallocated rows; everything else runs vectorised once
 per chunk (a chunk ends early when its contacts fill the stage): which components were written
 (the state before a substep against the state after the previous one), the fingerprints, the
-snapshots, the tracked bodies' poses and velocities and the merged contacts. With ``background=True`` a chunk with many contacts is decoded and handed to the sink on
-a worker thread while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it
-needs are handed over and the hot path continues in fresh ones.
+snapshots, the tracked bodies' poses and velocities and the merged contacts. With
+``background=True`` a chunk with many contacts is decoded and handed to the sink on a worker thread
+while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it needs are handed
+over and the hot path continues in fresh ones.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -166,8 +167,10 @@ class SubstepRecorder:
             self._encode_or_stop(chunk)
             return
         # The encoder owns the chunk's state rows and contact stage until it hands them back.
-        spare = self._spare_rows.pop() if self._spare_rows else (np.empty_like(self._states), np.empty_like(self._before))
-        self._use_rows(*spare)
+        if self._spare_rows:
+            self._use_rows(*self._spare_rows.pop())
+        else:
+            self._use_rows(np.empty_like(self._states), np.empty_like(self._before))
         self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
         self._encoder.submit(self._encode_off_thread, chunk)
 
