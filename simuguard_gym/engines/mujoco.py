@@ -514,8 +514,7 @@ class MujocoAdapter(BodyTableMixin):
                 arena, at = self._arena, self._efc_pointer[0] - self._arena_base
                 stage.add(arena[:n * self._contact_stride], arena[at:at + 8 * counters[self._nefc_at]], n)
             else:
-                stage.counts.append(0)
-                stage.efc_counts.append(0)
+                stage.add_empty()
             return
         data = self.data
         n = data.ncon
@@ -526,8 +525,7 @@ class MujocoAdapter(BodyTableMixin):
                 self._locate_contacts()
             stage.add(self._arena[:n * self._contact_stride], memoryview(data.efc_force).cast("B"), n)
         else:
-            stage.counts.append(0)
-            stage.efc_counts.append(0)
+            stage.add_empty()
 
     def _locate_contacts(self) -> None:
         """Map MuJoCo's contact array (at the start of the arena) as raw bytes.
@@ -694,11 +692,11 @@ class MujocoStateRows(StateRows):
             located.append((c, array.__array_interface__["data"][0], array.dtype))
         start = min((at for _, at, _ in located), default=0)
         end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
-        state_bytes = 8 * sum(c.size for c in layout)
-        if end - start > 4 * state_bytes + 4096:  # scattered: the span would copy mostly other arrays
+        size = sum(c.size for c in layout)
+        if end - start > 4 * 8 * size + 4096:  # scattered: the span would copy mostly other arrays
             return None
         # The float64 word of each state element in a row (time: word 0; -1: a byte element).
-        floats = np.full(sum(c.size for c in layout), -1, np.int64)
+        floats = np.full(size, -1, np.int64)
         for c in layout:
             if c.name == "time":
                 floats[c.offset:c.offset + c.size] = 0
@@ -774,6 +772,11 @@ class MujocoContactStage:
         self._efc_used = hi
         self.counts.append(n)
         self.efc_counts.append(len(efc) >> 3)
+
+    def add_empty(self) -> None:
+        """Stage a substep without contacts."""
+        self.counts.append(0)
+        self.efc_counts.append(0)
 
     @property
     def raw(self) -> np.ndarray:

@@ -269,7 +269,7 @@ class SapienAdapter(BodyTableMixin):
             at += 1
 
     def state_rows(self) -> StateRows:
-        return StateRows(self.read_state, sum(c.size for c in self._layout))
+        return StateRows(self.read_state, self.state_size)
 
     def write_state(self, state: np.ndarray) -> None:
         """Set what differs from the current state, through the env-facing setters."""
