@@ -111,7 +111,7 @@ def test_body_states_match_mj_object_velocity():
         np.testing.assert_allclose(pose[1, col, :3], data.xpos[body], atol=1e-12)
         np.testing.assert_allclose(np.abs(pose[1, col, 3:] @ data.xquat[body]), 1.0, atol=1e-9)
     assert np.abs(vel[1, :, :3]).max() > 1e-2  # things move: the check is not on zeros
-    bounds = adapter.speed_bounds(np.stack([state, state]), ids)
+    bounds = adapter.speed_bound(ids).bounds(np.stack([state, state]))
     speeds = np.linalg.norm(vel[..., :3], axis=2)
     door = [adapter.body_table().names[i] for i in ids].index("door")
     assert np.isinf(bounds[:, door]).all()  # a hinged body cannot be bounded cheaply

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import pytest
 
 from simuguard_gym.engines.mujoco import MujocoAdapter, MujocoContactStage, MujocoStateRows
 from simuguard_gym.engines.mujoco_struct import live_fields
@@ -66,6 +67,12 @@ def test_state_rows_gather_exactly_what_mj_getstate_reads():
         k += 1
     assert np.array_equal(rows.states(buffer).view(np.uint64), expected.view(np.uint64))
     assert len(np.unique(expected[:, adapter._component("eq_active").offset])) == 2  # the weld did toggle
+    # The monitor's speed check reads a few elements straight from the rows.
+    floats = np.array([c.offset + i for c in adapter.state_layout() if c.name != "eq_active" for i in range(c.size)])
+    picked = floats[::3]
+    assert np.array_equal(buffer.view(np.float64)[:, rows.words(picked)], expected[:, picked])
+    with pytest.raises(ValueError, match="float state elements"):
+        rows.words(np.array([adapter._component("eq_active").offset]))
 
 
 def test_struct_fields_follow_the_contacts_and_forces():

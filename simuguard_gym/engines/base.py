@@ -221,9 +221,9 @@ class PhysicsAdapter(Protocol):
         """Poses (n, len(ids), 7) and centre-of-mass velocities (n, len(ids), 6) of bodies ``ids``
         from the states read after n substeps (vectorised; runs once per chunk, not per substep)."""
 
-    def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Cheap upper bounds (n, len(ids)) of the bodies' speeds after each state (+inf where the
-        adapter cannot bound a body cheaply); lets the online detector skip quiet substeps."""
+    def speed_bound(self, ids: np.ndarray) -> "SpeedBound":
+        """A cheap upper bound of the speeds of bodies ``ids`` from a few state elements; lets the
+        online detector skip quiet substeps."""
 
     def state_fingerprint(self, state: np.ndarray | bytes) -> int: ...
 
@@ -260,6 +260,39 @@ class PhysicsAdapter(Protocol):
         """State components replayed between the halves of a split substep (the rest: before)."""
 
 
+@dataclass(frozen=True)
+class SpeedBound:
+    """An upper bound of some bodies' centre-of-mass speeds, read from a few state elements: body
+    b's squared speed is at most ``sum_k state[elements[k]] ** 2 * weights[k, b]``. Bodies whose
+    speed cannot be bounded this way (``unbounded``, e.g. on hinges) always count as fast.
+
+    >>> import numpy as np
+    >>> bound = SpeedBound(elements=np.array([3, 4, 5]), weights=np.ones((3, 1)))
+    >>> bound.bounds(np.array([[0.0, 0, 0, 0.3, 0.4, 0]])).tolist()
+    [[0.5]]
+    >>> bound.may_exceed(np.array([[0.3, 0.4, 0.0]]), 0.6)
+    False
+    """
+
+    elements: np.ndarray
+    weights: np.ndarray  # (len(elements), bodies)
+    unbounded: np.ndarray | None = None  # (bodies,) bool; None: every body is bounded
+
+    def bounds(self, states: np.ndarray) -> np.ndarray:
+        """The bounds (n, bodies) after each state (n, state size); +inf for unbounded bodies."""
+        values = states[:, self.elements]
+        bounds = np.sqrt((values * values) @ self.weights)
+        return bounds if self.unbounded is None else np.where(self.unbounded, np.inf, bounds)
+
+    def may_exceed(self, values: np.ndarray, limit: float) -> bool:
+        """Whether any body may be faster than ``limit`` after any of n states, given their
+        ``elements`` (n, len(elements)); a NaN counts as fast. Four numpy calls: this runs per env
+        step."""
+        if self.unbounded is not None and len(values):
+            return True
+        return not ((values * values) @ self.weights <= limit * limit).all()
+
+
 class StateRows:
     """How a listener copies the between-substep state into rows of its own buffer, one row per
     substep, and turns a batch of rows into state vectors (``read_state``'s layout) afterwards.
@@ -294,6 +327,11 @@ class StateRows:
     def states(self, rows: np.ndarray) -> np.ndarray:
         """State vectors (n, size) of filled rows (a view here; a new array in other forms)."""
         return rows.view(np.float64)
+
+    def words(self, elements: np.ndarray) -> np.ndarray:
+        """Where state ``elements`` (float components) sit in a row: ``rows.view(np.float64)[:,
+        words]`` reads them without building whole state vectors."""
+        return np.asarray(elements, np.int64)
 
 
 class BodyTableMixin:

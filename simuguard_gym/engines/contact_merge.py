@@ -47,9 +47,13 @@ def merge_contact_points(substep: np.ndarray, nsub: int, bodies: np.ndarray, pie
     start = np.ones(n, dtype=bool)
     start[1:] = sorted_key[1:] != sorted_key[:-1]
     first = np.flatnonzero(start)
-    sizes = np.diff(np.append(first, n))
+    sizes = np.empty_like(first)
+    sizes[:-1] = first[1:] - first[:-1]
+    sizes[-1] = n - first[-1]
     # The deepest row of each group: the first row that reaches the group's maximum depth.
-    ranked = np.nan_to_num(depth[order], nan=-np.inf)
+    ranked = depth[order]
+    if not np.isfinite(ranked).all():  # rare; nan_to_num alone costs more than the rest of the ranking
+        ranked = np.nan_to_num(ranked, nan=-np.inf)
     is_deepest = ranked == np.repeat(np.maximum.reduceat(ranked, first), sizes)
     candidates = np.flatnonzero(is_deepest)
     group = np.repeat(np.arange(len(first)), sizes)[candidates]
@@ -57,9 +61,11 @@ def merge_contact_points(substep: np.ndarray, nsub: int, bodies: np.ndarray, pie
     keep[1:] = group[1:] != group[:-1]
     deepest = order[candidates[keep]]
     point_counts = np.add.reduceat(np.asarray(points, np.int64)[order], first)
+    pair = np.empty((len(deepest), 2), np.int32)
+    pair[:, 0], pair[:, 1] = lo[deepest], hi[deepest]
     return ContactPairs(
         counts=np.bincount(substep[deepest], minlength=nsub).astype(np.uint32),
-        bodies=np.stack([lo[deepest], hi[deepest]], axis=1).astype(np.int32),
+        bodies=pair,
         depth=depth[deepest].astype(np.float32),
         force=np.add.reduceat(world[order], first, axis=0).astype(np.float32),
         abs_force=np.add.reduceat(np.asarray(magnitude)[order], first).astype(np.float32),

@@ -28,10 +28,11 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows,
-                                       SubstepHooks, staged_counts)
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, SpeedBound, StateComponent,
+                                       StateRows, SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 from simuguard_gym.engines.mujoco_struct import live_fields
+from simuguard_gym.engines.vector_math import cross, quat_to_mat
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -431,11 +432,11 @@ class MujocoAdapter(BodyTableMixin):
             qpos = self._free_qpos[ids[cols]][:, None] + np.arange(7)
             qvel = self._free_qvel[ids[cols]][:, None] + np.arange(6)
             q, v = states[:, qpos], states[:, qvel]  # (n, free bodies, 7 / 6)
-            rot = _quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, cols.size, 3, 3)
+            rot = quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, cols.size, 3, 3)
             omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
             offset = np.einsum("nbij,bj->nbi", rot, m.body_ipos[ids[cols]])
             pose[:, cols] = q
-            vel[:, cols, :3] = v[..., :3] + np.cross(omega, offset)
+            vel[:, cols, :3] = v[..., :3] + cross(omega, offset)
             vel[:, cols, 3:] = omega
         slow = np.flatnonzero(~is_free)
         if slow.size:
@@ -445,28 +446,20 @@ class MujocoAdapter(BodyTableMixin):
             _fill_from_kinematics(m, computed, ids[slow], pose, vel, slow)
         return pose, vel
 
-    def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """An upper bound of each body's centre-of-mass speed (n, len(ids)) after each state, far
-        cheaper than :meth:`body_states`: sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| for free
-        bodies (origin velocity v, angular velocity w, centre-of-mass offset c); +inf for bodies on
-        other joints (their speed needs the kinematics). A few numpy calls per batch."""
-        key = getattr(self, "_bound_key", None)
-        if key is None or key[0] is not self.model or key[1] is not ids:  # the monitor passes one array
-            m = self.model
-            joint = np.maximum(m.body_jntadr[ids], 0)
-            free = (m.body_jntnum[ids] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
-            index = (self._component("qvel").offset + m.jnt_dofadr[joint][:, None] + np.arange(6)).reshape(-1)
-            arm2 = np.sum(m.body_ipos[ids] ** 2, axis=1)
-            weights = np.zeros((6 * len(ids), len(ids)))
-            for b in range(len(ids)):  # per-body weighted sum of squares as one matrix product
-                weights[6 * b:6 * b + 3, b] = 2.0
-                weights[6 * b + 3:6 * b + 6, b] = 2.0 * arm2[b]
-            self._bound_key = (self.model, ids)
-            self._bound_plan = (index, weights, None if free.all() else np.where(free, 0.0, np.inf))
-        index, weights, slow = self._bound_plan
-        v = states[:, index]
-        bounds = np.sqrt((v * v) @ weights)
-        return bounds if slow is None else bounds + slow
+    def speed_bound(self, ids: np.ndarray) -> SpeedBound:
+        """sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| bounds a free body's centre-of-mass speed
+        (origin velocity v, angular velocity w, centre-of-mass offset c) from its six qvel
+        elements; bodies on other joints need the kinematics (unbounded)."""
+        m = self.model
+        joint = np.maximum(m.body_jntadr[ids], 0)
+        free = (m.body_jntnum[ids] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
+        elements = (self._component("qvel").offset + m.jnt_dofadr[joint][:, None] + np.arange(6)).reshape(-1)
+        arm2 = np.sum(m.body_ipos[ids] ** 2, axis=1)
+        weights = np.zeros((6 * len(ids), len(ids)))
+        for b in range(len(ids)):  # per-body weighted sum of squares as one matrix product
+            weights[6 * b:6 * b + 3, b] = 2.0
+            weights[6 * b + 3:6 * b + 6, b] = 2.0 * arm2[b]
+        return SpeedBound(elements, weights, None if free.all() else ~free)
 
     def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
         """Every body's xpos, xquat, cvel, xipos and its subtree's centre of mass, per state."""
@@ -615,12 +608,12 @@ class MujocoAdapter(BodyTableMixin):
             body = bodies[row, col]
             q = states[at, qpos_at[row, col][:, None] + np.arange(7)]
             v = states[at, self._free_qvel[body][:, None] + np.arange(6)]
-            rot = _quat_to_mat(q[:, 3:7])
+            rot = quat_to_mat(q[:, 3:7])
             omega = np.einsum("nij,nj->ni", rot, v[:, 3:6])  # free-joint angular velocity is local
             offset = np.einsum("nij,nj->ni", rot, m.body_ipos[body])
-            com_velocity = v[:, :3] + np.cross(omega, offset)
+            com_velocity = v[:, :3] + cross(omega, offset)
             arm = point[row] - (q[:, :3] + offset)
-            speed[row, col] = np.linalg.norm(com_velocity + np.cross(omega, arm), axis=1)
+            speed[row, col] = np.linalg.norm(com_velocity + cross(omega, arm), axis=1)
         group = moving & (qpos_at < 0)
         if group.any():
             ids, body_col = np.unique(bodies[group], return_inverse=True)
@@ -632,10 +625,10 @@ class MujocoAdapter(BodyTableMixin):
             pose, vel = np.zeros((len(rows), len(ids), 7)), np.zeros((len(rows), len(ids), 6))
             _fill_from_kinematics(m, computed, ids, pose, vel, np.arange(len(ids)))
             pose, vel = pose[state_row, body_col], vel[state_row, body_col]
-            rot = _quat_to_mat(pose[:, 3:7])
+            rot = quat_to_mat(pose[:, 3:7])
             com = pose[:, :3] + np.einsum("nij,nj->ni", rot, m.body_ipos[bodies[group]])
             arm = np.broadcast_to(point[:, None], (len(point), 2, 3))[group] - com
-            speed[group] = np.linalg.norm(vel[:, :3] + np.cross(vel[:, 3:], arm), axis=1)
+            speed[group] = np.linalg.norm(vel[:, :3] + cross(vel[:, 3:], arm), axis=1)
         return speed
 
 
@@ -657,6 +650,7 @@ class MujocoStateRows(StateRows):
         self.size = len(floats)
         self.row_bytes = 8 + -(-len(span) // 8) * 8
         self._byte_columns, self._bytes_at = byte_columns, bytes_at
+        self._words = floats
         self._span_bytes = len(span)
         # Runs of state elements that sit side by side in a row too: (first element, its row word, length).
         self._runs: list[tuple[int, int, int]] = []
@@ -724,6 +718,12 @@ class MujocoStateRows(StateRows):
 
     def targets(self, rows: np.ndarray) -> list[tuple[memoryview, memoryview]]:
         return [(m[:8], m[8:8 + self._span_bytes]) for m in map(memoryview, rows)]
+
+    def words(self, elements: np.ndarray) -> np.ndarray:
+        words = self._words[np.asarray(elements, np.int64)]
+        if (words < 0).any():
+            raise ValueError("words() locates float state elements only (eq_active is stored as bytes)")
+        return words
 
     def states(self, rows: np.ndarray) -> np.ndarray:
         words = rows.view(np.float64)
@@ -806,7 +806,7 @@ def _fill_from_kinematics(m: mujoco.MjModel, kinematics: tuple[np.ndarray, ...],
     omega = cvel[:, ids, :3]
     pose[:, cols, :3] = xpos[:, ids]
     pose[:, cols, 3:] = xquat[:, ids]
-    vel[:, cols, :3] = cvel[:, ids, 3:] + np.cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
+    vel[:, cols, :3] = cvel[:, ids, 3:] + cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
     vel[:, cols, 3:] = omega
 
 
@@ -836,14 +836,3 @@ def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray
         width = min(3, rows)
         local[:, :width] = f[:, :width]
     return local
-
-
-def _quat_to_mat(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices (n, 3, 3) of quaternions (n, 4: w, x, y, z), normalised first as MuJoCo does."""
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    w, x, y, z = q.T
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=1),
-        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=1),
-        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1),
-    ], axis=1)

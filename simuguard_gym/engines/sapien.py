@@ -32,9 +32,10 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, StateComponent, StateRows,
-                                       SubstepHooks, staged_counts)
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, SpeedBound, StateComponent,
+                                       StateRows, SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
+from simuguard_gym.engines.vector_math import cross
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
 #: with an impulse, they touch.
@@ -364,9 +365,14 @@ class SapienAdapter(BodyTableMixin):
         vel[...] = rigid[..., 7:13]
         return pose, vel
 
-    def speed_bounds(self, states: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        _, vel = self.body_states(states, ids)
-        return np.linalg.norm(vel[..., :3], axis=2)
+    def speed_bound(self, ids: np.ndarray) -> SpeedBound:
+        """Exact: a dynamic body's centre-of-mass velocity is in the state (robot links are not:
+        unbounded)."""
+        slot = np.asarray(ids, np.int64) - len(self._statics)
+        dynamic = (slot >= 0) & (slot < len(self._dynamics))
+        elements = (np.where(dynamic, slot, 0)[:, None] * _RIGID + 7 + np.arange(3)).reshape(-1)
+        weights = np.kron(np.eye(len(ids)), np.ones((3, 1)))
+        return SpeedBound(elements, weights, None if dynamic.all() else ~dynamic)
 
     # ------------------------------------------------------------------ contacts
     def new_contact_stage(self, reuse: Any = None) -> "SapienContactStage":
@@ -439,7 +445,7 @@ class SapienAdapter(BodyTableMixin):
         row = rows[deepest]
         point = row[:, 10:13]
         # The robot link's point at the contact: velocity of its centre of mass plus w x r.
-        link_speed = np.linalg.norm(row[:, 16:19] + np.cross(row[:, 19:22], point - row[:, 13:16]), axis=1)
+        link_speed = np.linalg.norm(row[:, 16:19] + cross(row[:, 19:22], point - row[:, 13:16]), axis=1)
         robot_side = np.where(row[:, 9] > 0, bodies[deepest, 0], np.where(row[:, 9] < 0, bodies[deepest, 1], -1))
         link = np.full((len(row), 2), np.nan)
         for side in (0, 1):
@@ -464,7 +470,7 @@ class SapienAdapter(BodyTableMixin):
                 rigid = rigid.reshape(len(dynamic), len(self._dynamics), _RIGID)[np.arange(len(dynamic)),
                                                                                body[dynamic] - first]
                 com = rigid[:, 4:7] + _rotate_each(rigid[:, 0:4], self._cmass_offsets()[body[dynamic] - first])
-                v = rigid[:, 7:10] + np.cross(rigid[:, 10:13], point[dynamic] - com)
+                v = rigid[:, 7:10] + cross(rigid[:, 10:13], point[dynamic] - com)
                 speed[dynamic, side] = np.linalg.norm(v, axis=1)
         return speed
 
@@ -533,10 +539,10 @@ def _motion(component: Any) -> tuple:
 def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors v (n, 3) by the unit quaternion q (w, x, y, z)."""
     w, u = q[0], q[1:]
-    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+    return v + 2.0 * cross(u, cross(u, v) + w * v)
 
 
 def _rotate_each(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate each v[i] by q[i] (quaternions w, x, y, z)."""
     w, u = q[:, :1], q[:, 1:]
-    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+    return v + 2.0 * cross(u, cross(u, v) + w * v)

@@ -60,6 +60,7 @@ class SubstepTap:
         self._states = self._state_rows.allocate(self.max_batch)
         self._rows = self._state_rows.targets(self._states)  # made once, not per substep
         self._read, self._capture = self._state_rows.copy, a.capture_contacts
+        self._located: tuple[Any, Any] = (None, None)  # (elements, their words in a row)
         self._stage = a.new_contact_stage(reuse=self._stage)
         self._row = 0
         self.substep = 0
@@ -93,9 +94,12 @@ class SubstepTap:
         """Substeps captured and not yet handed to the sink."""
         return self._row if self.active else 0
 
-    def waiting_states(self, since: int = 0) -> np.ndarray:
-        """The states after the waiting substeps ``since`` on."""
-        return self._state_rows.states(self._states[since:self._row])
+    def waiting_elements(self, since: int, elements: np.ndarray) -> np.ndarray:
+        """State ``elements`` (n, len(elements); float components only) after the waiting substeps
+        ``since`` on, read straight from the rows (no whole state vectors are built)."""
+        if elements is not self._located[0]:  # callers pass one array per episode
+            self._located = (elements, self._state_rows.words(elements))
+        return self._states[since:self._row].view(np.float64)[:, self._located[1]]
 
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
