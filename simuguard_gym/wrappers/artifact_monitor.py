@@ -19,9 +19,10 @@ logger = logging.getLogger(__name__)
 
 ON_ARTIFACT = ("ignore", "truncate")
 
-#: Quiet substeps are decoded in batches of at most this many (0.5 s at a 2 ms substep): decoding
-#: costs a fixed ~100 us of numpy calls per batch, whatever its size.
-MAX_DEFERRED_SUBSTEPS = 256
+#: Quiet substeps wait to be decoded for at most this much simulated time (and at most as many
+#: substeps as the tap holds): decoding costs a fixed ~100 us of numpy calls per batch, whatever
+#: its size, and only the flags of quiet substeps come late by it, never an event.
+MAX_DEFERRED_SECONDS = 1.0
 
 
 class ArtifactMonitor(gym.Wrapper):
@@ -40,9 +41,9 @@ class ArtifactMonitor(gym.Wrapper):
     goes into the recording's header and the events into its footer.
 
     Quiet substeps (no monitored object faster than the detector's ``min_speed``, no candidate
-    open) are decoded in batches of up to ``MAX_DEFERRED_SUBSTEPS``; a possible ejection is
-    analysed at the end of the step in which it starts. Flags (deep penetration) of quiet
-    substeps therefore appear up to that many substeps late; events never wait.
+    open) are decoded in batches of up to ``MAX_DEFERRED_SECONDS`` of simulated time (at most
+    1024 substeps); a possible ejection is analysed at the end of the step in which it starts.
+    Flags (deep penetration) of quiet substeps therefore appear up to that late; events never wait.
 
     Example:
         >>> import gymnasium as gym
@@ -87,6 +88,8 @@ class ArtifactMonitor(gym.Wrapper):
             self.tap.start_episode()
             monitored = self.tap.tracked[[self.adapter.body_table().roles[i] == "object" for i in self.tap.tracked]]
             self._speed_bound = self.adapter.speed_bound(monitored)
+            deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
+            self._max_deferred = int(min(self.tap.max_batch, max(1, deferred)))
             self.detector = ArtifactDetector(
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
                 gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
@@ -138,7 +141,7 @@ class ArtifactMonitor(gym.Wrapper):
             waiting = self.tap.waiting
             if waiting == 0 or self.detector is None:
                 return False
-            if waiting >= MAX_DEFERRED_SUBSTEPS or self.detector.open_candidates:
+            if waiting >= self._max_deferred or self.detector.open_candidates:
                 return True
             if self._checked_drain != self.tap.drains:  # the tap drained by itself (a long step)
                 self._checked, self._checked_drain = 0, self.tap.drains
