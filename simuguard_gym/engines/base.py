@@ -263,34 +263,37 @@ class PhysicsAdapter(Protocol):
 @dataclass(frozen=True)
 class SpeedBound:
     """An upper bound of some bodies' centre-of-mass speeds, read from a few state elements: body
-    b's squared speed is at most ``sum_k state[elements[k]] ** 2 * weights[k, b]``. Bodies whose
-    speed cannot be bounded this way (``unbounded``, e.g. on hinges) always count as fast.
+    b's squared speed is at most ``sum_k weights[b, k] * state[elements[b * per + k]] ** 2`` (``per
+    = weights.shape[1]`` elements per body). Bodies whose speed cannot be bounded this way
+    (``unbounded``, e.g. on hinges) always count as fast.
 
     >>> import numpy as np
-    >>> bound = SpeedBound(elements=np.array([3, 4, 5]), weights=np.ones((3, 1)))
+    >>> bound = SpeedBound(elements=np.array([3, 4, 5]), weights=np.ones((1, 3)))
     >>> bound.bounds(np.array([[0.0, 0, 0, 0.3, 0.4, 0]])).tolist()
     [[0.5]]
     >>> bound.may_exceed(np.array([[0.3, 0.4, 0.0]]), 0.6)
     False
     """
 
-    elements: np.ndarray
-    weights: np.ndarray  # (len(elements), bodies)
+    elements: np.ndarray  # (bodies * per,), body by body
+    weights: np.ndarray  # (bodies, per)
     unbounded: np.ndarray | None = None  # (bodies,) bool; None: every body is bounded
 
     def bounds(self, states: np.ndarray) -> np.ndarray:
         """The bounds (n, bodies) after each state (n, state size); +inf for unbounded bodies."""
-        values = states[:, self.elements]
-        bounds = np.sqrt((values * values) @ self.weights)
+        bounds = np.sqrt(self._squared(states[:, self.elements]))
         return bounds if self.unbounded is None else np.where(self.unbounded, np.inf, bounds)
 
     def may_exceed(self, values: np.ndarray, limit: float) -> bool:
         """Whether any body may be faster than ``limit`` after any of n states, given their
-        ``elements`` (n, len(elements)); a NaN counts as fast. Four numpy calls: this runs per env
-        step."""
+        ``elements`` (n, len(elements)); a NaN counts as fast. A few numpy calls (no BLAS, whose
+        call overhead on arrays this small is larger than the sums): this runs per env step."""
         if self.unbounded is not None and len(values):
             return True
-        return not ((values * values) @ self.weights <= limit * limit).all()
+        return not (self._squared(values) <= limit * limit).all()
+
+    def _squared(self, values: np.ndarray) -> np.ndarray:
+        return ((values * values).reshape(len(values), *self.weights.shape) * self.weights).sum(axis=2)
 
 
 class StateRows:

@@ -455,10 +455,7 @@ class MujocoAdapter(BodyTableMixin):
         free = (m.body_jntnum[ids] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
         elements = (self._component("qvel").offset + m.jnt_dofadr[joint][:, None] + np.arange(6)).reshape(-1)
         arm2 = np.sum(m.body_ipos[ids] ** 2, axis=1)
-        weights = np.zeros((6 * len(ids), len(ids)))
-        for b in range(len(ids)):  # per-body weighted sum of squares as one matrix product
-            weights[6 * b:6 * b + 3, b] = 2.0
-            weights[6 * b + 3:6 * b + 6, b] = 2.0 * arm2[b]
+        weights = np.repeat(2.0 * np.stack([np.ones(len(ids)), arm2], axis=1), 3, axis=1)  # v: 2, w: 2 |c|^2
         return SpeedBound(elements, weights, None if free.all() else ~free)
 
     def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:

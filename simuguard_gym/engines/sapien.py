@@ -371,8 +371,7 @@ class SapienAdapter(BodyTableMixin):
         slot = np.asarray(ids, np.int64) - len(self._statics)
         dynamic = (slot >= 0) & (slot < len(self._dynamics))
         elements = (np.where(dynamic, slot, 0)[:, None] * _RIGID + 7 + np.arange(3)).reshape(-1)
-        weights = np.kron(np.eye(len(ids)), np.ones((3, 1)))
-        return SpeedBound(elements, weights, None if dynamic.all() else ~dynamic)
+        return SpeedBound(elements, np.ones((len(ids), 3)), None if dynamic.all() else ~dynamic)
 
     # ------------------------------------------------------------------ contacts
     def new_contact_stage(self, reuse: Any = None) -> "SapienContactStage":
