@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 
 from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
 from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
 FACTORIES = {
@@ -183,3 +185,33 @@ def test_chunks_reach_the_file_in_order_whichever_thread_encodes_them(record_dir
     rec = load_recording(env.paths[0])
     assert rec.substeps == 150 and not rec.errors
     assert replay(rec).exact
+
+
+def test_a_listener_that_raises_is_told_and_the_physics_runs_on():
+    """Listeners that do not guard themselves are called through the guarded loops, alone or not."""
+    class Raising:
+        def __init__(self):
+            self.failures = []
+
+        def before_substep(self, phase):
+            raise Boom("before")
+
+        def after_substep(self):
+            raise Boom("after")
+
+        def hook_failed(self, where, error):
+            self.failures.append((where, str(error)))
+
+    xml = '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>'
+    model = mujoco.MjModel.from_xml_string(xml)
+    plain, hooked = mujoco.MjData(model), mujoco.MjData(model)
+    adapter = MujocoAdapter(model, hooked)
+    first, second = Raising(), Raising()
+    adapter.hooks.add(first)
+    adapter.step(3)
+    adapter.hooks.add(second)
+    adapter.step(2)
+    mujoco.mj_step(model, plain, 5)
+    assert np.array_equal(plain.qpos, hooked.qpos)
+    assert first.failures == [("before_substep(start)", "before"), ("after_substep", "after")] * 5
+    assert second.failures == [("before_substep(start)", "before"), ("after_substep", "after")] * 2

@@ -122,7 +122,12 @@ class ContactPairs:
 
 @runtime_checkable
 class SubstepListener(Protocol):
-    """Something that wants to run around every physics substep."""
+    """Something that wants to run around every physics substep.
+
+    Optional attributes: ``needs_before = False`` (never called before substeps) and
+    ``guards_itself = True`` (its two hook methods catch their own exceptions and hand them to
+    :func:`report_failure`, so they may be called without a guard around them).
+    """
 
     def before_substep(self, phase: str) -> None: ...
 
@@ -144,7 +149,7 @@ class SubstepHooks:
         #: config and events): objects with ``recording_header()`` and ``recording_footer()``
         #: returning plain dicts. Kept here so that wrappers find each other in either order.
         self.annotators: list[Any] = []
-        self._before: list[SubstepListener] = []
+        self._sync()
 
     def add(self, listener: SubstepListener) -> None:
         if listener not in self.listeners:
@@ -157,30 +162,50 @@ class SubstepHooks:
         self._sync()
 
     def _sync(self) -> None:
-        # Listeners that declare ``needs_before = False`` are not called before substeps: on a
-        # hot path of a few microseconds per substep, even an empty call shows.
+        # On a hot path of a few microseconds per substep even an empty call shows: listeners that
+        # declare ``needs_before = False`` are not called before substeps, and a lone listener that
+        # guards itself is called directly (``before``/``after`` are its own methods; robosuite's
+        # Lift: ~3 us per substep less than through the guarded loops, measured in place).
         self._before = [x for x in self.listeners if getattr(x, "needs_before", True)]
+        self.before = (self._before[0].before_substep if len(self._before) == 1 and _guards_itself(self._before[0])
+                       else self._guarded_before if self._before else _nothing)
+        self.after = (self.listeners[0].after_substep if len(self.listeners) == 1 and _guards_itself(self.listeners[0])
+                      else self._guarded_after)
 
-    def before(self, phase: str) -> None:
+    #: Call the listeners before a substep (``phase``: "start", "split" or "continue"); never raises.
+    before: Callable[[str], None]
+    #: Call the listeners after a substep; never raises.
+    after: Callable[[], None]
+
+    def _guarded_before(self, phase: str) -> None:
         for listener in self._before:
             try:
                 listener.before_substep(phase)
             except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-                self._report(listener, f"before_substep({phase})", error)
+                report_failure(listener, f"before_substep({phase})", error)
 
-    def after(self) -> None:
+    def _guarded_after(self) -> None:
         for listener in self.listeners:
             try:
                 listener.after_substep()
             except Exception as error:  # noqa: BLE001
-                self._report(listener, "after_substep", error)
+                report_failure(listener, "after_substep", error)
 
-    @staticmethod
-    def _report(listener: SubstepListener, where: str, error: BaseException) -> None:
-        try:
-            listener.hook_failed(where, error)
-        except Exception:  # noqa: BLE001
-            logger.error("simuguard hook failed and could not record it:\n%s", traceback.format_exc())
+
+def report_failure(listener: SubstepListener, where: str, error: BaseException) -> None:
+    """Tell ``listener`` that its hook raised ``error``; never raises (logs if telling fails)."""
+    try:
+        listener.hook_failed(where, error)
+    except Exception:  # noqa: BLE001
+        logger.error("simuguard hook failed and could not record it:\n%s", traceback.format_exc())
+
+
+def _guards_itself(listener: SubstepListener) -> bool:
+    return getattr(listener, "guards_itself", False) is True
+
+
+def _nothing(phase: str) -> None:
+    pass
 
 
 class PhysicsAdapter(Protocol):

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows
+from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows,
+                                       report_failure)
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
 
@@ -115,25 +116,33 @@ class SubstepRecorder:
         self.active = False
 
     # ------------------------------------------------------------------ listener interface
+    guards_itself = True  # the hooks call these two directly: they catch their own errors
+
     def before_substep(self, phase: str) -> None:
         if not self.active or phase == "continue":  # "continue": nothing written since the last substep
             return
-        row = self._row
-        self._read(self._before_rows[row])
-        self._phase[row] = _SPLIT if phase == "split" else _WHOLE
+        try:
+            row = self._row
+            self._read(self._before_rows[row])
+            self._phase[row] = _SPLIT if phase == "split" else _WHOLE
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            report_failure(self, f"before_substep({phase})", error)
 
     def after_substep(self) -> None:
         if not self.active:
             return
-        row = self._row
-        self._read(self._after_rows[row])
-        if self.contacts:
-            self._capture(self._stage)
-        else:
-            self._stage.counts.append(0)
-        self._row = row = row + 1
-        if row == self.chunk_substeps or (row & 63 == 0 and self._stage.nbytes > _STAGE_BYTES):
-            self._flush()
+        try:
+            row = self._row
+            self._read(self._after_rows[row])
+            if self.contacts:
+                self._capture(self._stage)
+            else:
+                self._stage.counts.append(0)
+            self._row = row = row + 1
+            if row == self.chunk_substeps or (row & 63 == 0 and self._stage.nbytes > _STAGE_BYTES):
+                self._flush()
+        except Exception as error:  # noqa: BLE001
+            report_failure(self, "after_substep", error)
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         record = HookError.capture(self.substep, where, error)

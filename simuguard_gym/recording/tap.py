@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter
+from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, report_failure
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
 
@@ -68,6 +68,7 @@ class SubstepTap:
         self.active = True
 
     needs_before = False  # only what a substep produced is read
+    guards_itself = True  # the hooks call after_substep directly: it catches its own errors
 
     def before_substep(self, phase: str) -> None:
         pass
@@ -75,13 +76,16 @@ class SubstepTap:
     def after_substep(self) -> None:
         if not self.active:
             return
-        row = self._row
-        self._read(self._rows[row])
-        self._capture(self._stage)
-        self._row = row + 1
-        self.substep += 1
-        if row + 1 == self.max_batch:
-            self.drain()
+        try:
+            row = self._row
+            self._read(self._rows[row])
+            self._capture(self._stage)
+            self._row = row + 1
+            self.substep += 1
+            if row + 1 == self.max_batch:
+                self.drain()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            report_failure(self, "after_substep", error)
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         record = HookError.capture(self.substep, where, error)
