@@ -304,6 +304,10 @@ class SpeedBound:
     weights: np.ndarray  # (bodies, per)
     unbounded: np.ndarray | None = None  # (bodies,) bool; None: every body is bounded
 
+    def __post_init__(self) -> None:
+        if self.unbounded is not None and not np.any(self.unbounded):
+            object.__setattr__(self, "unbounded", None)  # may_exceed tests it per env step
+
     def bounds(self, states: np.ndarray) -> np.ndarray:
         """The bounds (n, bodies) after each state (n, state size); +inf for unbounded bodies."""
         bounds = np.sqrt(self._squared(states[:, self.elements]))
