@@ -10,6 +10,7 @@ import pytest
 
 from conftest import CONTACT_SCENE_XML
 from simuguard_gym.engines.mujoco import MujocoAdapter
+from simuguard_gym.recording.recorder import SubstepRecorder
 
 
 def reference_pairs(model, data, robot):
@@ -116,3 +117,25 @@ def test_body_states_match_mj_object_velocity():
     door = [adapter.body_table().names[i] for i in ids].index("door")
     assert np.isinf(bounds[:, door]).all()  # a hinged body cannot be bounded cheaply
     assert (bounds >= speeds - 1e-12).all() and (bounds[:, np.isfinite(bounds[0])] < speeds[:, np.isfinite(bounds[0])] + 1.0).all()
+
+
+def test_a_scene_without_joints_is_recorded_and_bounded():
+    """Mocap and fixed bodies only (no joint anywhere): the adapter binds, records and decodes."""
+    model = mujoco.MjModel.from_xml_string("""
+    <mujoco><worldbody><geom type="plane" size="1 1 .1"/>
+      <body name="paddle" mocap="true" pos="0 0 .05"><geom type="box" size=".1 .1 .05"/></body>
+    </worldbody></mujoco>""")
+    data = mujoco.MjData(model)
+    adapter = MujocoAdapter(model, data)
+    chunks = []
+    recorder = SubstepRecorder(adapter, lambda columns, first, n: chunks.append(columns), chunk_substeps=4)
+    adapter.hooks.add(recorder)
+    recorder.start_episode()
+    for k in range(6):
+        data.mocap_pos[0, 2] = 0.05 - 0.001 * k  # pressed into the floor
+        adapter.step(1)
+    recorder.finish()
+    assert [len(c["fingerprint"]) for c in chunks] == [4, 2]
+    assert sum(int(c["contact_count"].sum()) for c in chunks) == 0  # no tracked body: no pair is kept
+    bound = adapter.speed_bound(np.array([1]))
+    assert bound.may_exceed(np.zeros((2, len(bound.elements))), 0.5)  # cannot be bounded: counts as fast

@@ -113,12 +113,15 @@ class MujocoAdapter(BodyTableMixin):
         self.state_size = offset
         self._geom_body = model.geom_bodyid.astype(np.int64)
         # Where each free body's qpos and qvel sit in the integration state (-1: not a free body).
-        joint = np.maximum(model.body_jntadr, 0)
-        free = (model.body_jntnum == 1) & (model.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
-        qpos_offset = next(c.offset for c in layout if c.name == "qpos")
-        qvel_offset = next(c.offset for c in layout if c.name == "qvel")
-        self._free_qpos = np.where(free, qpos_offset + model.jnt_qposadr[joint], -1).astype(np.int64)
-        self._free_qvel = np.where(free, qvel_offset + model.jnt_dofadr[joint], -1).astype(np.int64)
+        self._free_qpos = np.full(model.nbody, -1, np.int64)
+        self._free_qvel = np.full(model.nbody, -1, np.int64)
+        if model.njnt:  # else a scene of fixed and mocap bodies only
+            joint = np.maximum(model.body_jntadr, 0)
+            free = (model.body_jntnum == 1) & (model.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
+            qpos_offset = next(c.offset for c in layout if c.name == "qpos")
+            qvel_offset = next(c.offset for c in layout if c.name == "qvel")
+            self._free_qpos[free] = qpos_offset + model.jnt_qposadr[joint[free]]
+            self._free_qvel[free] = qvel_offset + model.jnt_dofadr[joint[free]]
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
@@ -450,11 +453,10 @@ class MujocoAdapter(BodyTableMixin):
         """sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| bounds a free body's centre-of-mass speed
         (origin velocity v, angular velocity w, centre-of-mass offset c) from its six qvel
         elements; bodies on other joints need the kinematics (unbounded)."""
-        m = self.model
-        joint = np.maximum(m.body_jntadr[ids], 0)
-        free = (m.body_jntnum[ids] == 1) & (m.jnt_type[joint] == int(mujoco.mjtJoint.mjJNT_FREE))
-        elements = (self._component("qvel").offset + m.jnt_dofadr[joint][:, None] + np.arange(6)).reshape(-1)
-        arm2 = np.sum(m.body_ipos[ids] ** 2, axis=1)
+        qvel = self._free_qvel[ids]
+        free = qvel >= 0
+        elements = np.where(free[:, None], qvel[:, None] + np.arange(6), 0).reshape(-1)  # 0: any element
+        arm2 = np.sum(self.model.body_ipos[ids] ** 2, axis=1)
         weights = np.repeat(2.0 * np.stack([np.ones(len(ids)), arm2], axis=1), 3, axis=1)  # v: 2, w: 2 |c|^2
         return SpeedBound(elements, weights, None if free.all() else ~free)
 
