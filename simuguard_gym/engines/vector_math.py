@@ -3,7 +3,8 @@
 Recorded velocities and contact speeds are recomputed and compared bit for bit on replay, so a
 faster form must round exactly as the one it replaces: every element below is the same sequence
 of IEEE operations as in ``np.cross`` and in the quaternion formula MuJoCo's decoders used, only
-batched into fewer numpy calls (``np.cross`` alone spends ~40 us per call in axis handling).
+batched into fewer numpy calls (``np.cross`` spends most of its ~15 us per call of a few
+hundred rows on axis handling; the batched form takes 5 us).
 """
 
 from __future__ import annotations
