@@ -111,7 +111,8 @@ def test_body_states_and_contacts_follow_the_engine():
     np.testing.assert_allclose(pose[-1, 0, 3:], box.entity_pose.q, atol=0)
     np.testing.assert_allclose(vel[-1, 0], np.concatenate([box.linear_velocity, box.angular_velocity]), atol=0)
     # The monitor's speed check: exact on PhysX (the velocity is in the state).
-    np.testing.assert_allclose(adapter.speed_bound(ids).bounds(states), np.linalg.norm(vel[..., :3], axis=2), rtol=1e-12)
+    np.testing.assert_allclose(adapter.speed_bound(ids).bounds(states), np.linalg.norm(vel[..., :3], axis=2),
+                               rtol=1e-12)
     pairs = adapter.decode_contacts(stage, states)
     assert pairs.counts[-1] == 1 and tuple(pairs.bodies[-1]) == (0, 1)
     weight = box.mass * 9.81

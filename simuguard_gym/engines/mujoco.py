@@ -557,7 +557,6 @@ class MujocoAdapter(BodyTableMixin):
         if counts is None:
             return ContactPairs.empty(len(states))
         # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
-        # One pass packs the fields out of the wide mjContact records; the rest works on ~100 bytes/row.
         con = np.frombuffer(stage.raw, dtype=self._contact_dtype).astype(_CONTACT_FIELDS)
         efc_start = np.repeat(np.concatenate([[0], np.cumsum(stage.efc_counts)[:-1]]), counts)
         forces = stage.efc.copy()  # the stage's buffers are reused from the next substep on
