@@ -73,6 +73,53 @@ def test_state_rows_gather_exactly_what_mj_getstate_reads():
     assert np.array_equal(buffer.view(np.float64)[:, rows.words(picked)], expected[:, picked])
     with pytest.raises(ValueError, match="float state elements"):
         rows.words(np.array([adapter._component("eq_active").offset]))
+    # The write encoder compares rows word by word and gathers values from them (eq_active too).
+    everything = np.arange(rows.size)
+    assert np.array_equal(rows.gather(buffer, everything[::-1]).view(np.uint64), expected[:, ::-1].view(np.uint64))
+    layout = [c for c in adapter.state_layout() if c.size]
+    ranges = rows.word_ranges(layout)
+    ordered = ranges[np.argsort(ranges[:, 0])]
+    assert (ordered[1:, 0] >= ordered[:-1, 1]).all()  # no word holds two components
+    for c, (first, end) in zip(layout, ranges):
+        changes = np.flatnonzero((expected[1:, c.offset:c.offset + c.size] != expected[:-1, c.offset:c.offset + c.size])
+                                 .any(axis=1))
+        words = buffer.view(np.uint64)
+        in_range = np.flatnonzero((words[1:, first:end] != words[:-1, first:end]).any(axis=1))
+        assert np.array_equal(changes, in_range), c.name
+
+
+def test_recordings_from_memory_rows_equal_those_from_state_vectors():
+    """The recorder's columns (writes, fingerprints, snapshots, bodies, contacts) are the same bits
+    whether its rows are MuJoCo's memory or plain ``mj_getState`` vectors."""
+    from simuguard_gym.engines.base import StateRows
+    from simuguard_gym.recording.recorder import SubstepRecorder
+
+    columns = {}
+    for form in ("memory", "vectors"):
+        model = mujoco.MjModel.from_xml_string(SCENE)
+        data = mujoco.MjData(model)
+        adapter = MujocoAdapter(model, data)
+        if form == "vectors":
+            adapter.state_rows = lambda a=adapter: StateRows(a.read_state, a.state_size)
+        chunks = []
+        recorder = SubstepRecorder(adapter, lambda cols, first, n: chunks.append(cols), chunk_substeps=64)
+        adapter.hooks.add(recorder)
+        recorder.start_episode()
+        assert isinstance(recorder._rows, MujocoStateRows) == (form == "memory")
+        for k in range(200):  # the writes of run_scene, between substeps the adapter runs
+            data.ctrl[0] = np.sin(0.05 * k)
+            data.userdata[:] = (k, -k, 0.5 * k)
+            data.mocap_pos[0, 2] = 0.4 + 0.001 * k
+            data.eq_active[0] = (k // 40) % 2
+            if k == 70:
+                data.qvel[6] += 1.0
+            adapter.step(1)
+        recorder.finish()
+        columns[form] = {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
+    assert columns["memory"].keys() == columns["vectors"].keys()
+    for key, value in columns["memory"].items():
+        assert value.dtype == columns["vectors"][key].dtype and value.tobytes() == columns["vectors"][key].tobytes(), key
+    assert columns["memory"]["start_mask"].any() and len(np.unique(columns["memory"]["start_mask"])) > 2
 
 
 def test_struct_fields_follow_the_contacts_and_forces():

@@ -365,6 +365,17 @@ class StateRows:
         words]`` reads them without building whole state vectors."""
         return np.asarray(elements, np.int64)
 
+    def word_ranges(self, components: list[StateComponent]) -> np.ndarray:
+        """(len(components), 2): the 8-byte words [first, end) of a row that hold each component.
+        Components never share a word, so two rows compared word by word tell which components
+        differ."""
+        return np.array([[c.offset, c.offset + c.size] for c in components], np.int64).reshape(-1, 2)
+
+    def gather(self, rows: np.ndarray, elements: np.ndarray) -> np.ndarray:
+        """State ``elements`` (any component) of filled rows, (n, len(elements)), bit for bit what
+        :meth:`states` holds there, without building whole state vectors."""
+        return np.take(rows.view(np.float64), np.asarray(elements, np.int64), axis=1)
+
 
 class BodyTableMixin:
     """The body table an adapter keeps: the engine's default roles (``_describe_bodies()``), a

@@ -723,6 +723,22 @@ class MujocoStateRows(StateRows):
             raise ValueError("words() locates float state elements only (eq_active is stored as bytes)")
         return words
 
+    def word_ranges(self, components: list[StateComponent]) -> np.ndarray:
+        # The word of each element: its float's, or the word that holds its byte.
+        word = self._words.copy()
+        word[self._byte_columns] = self._bytes_at // 8
+        return np.array([[word[c.offset:c.offset + c.size].min(), word[c.offset:c.offset + c.size].max() + 1]
+                         if c.size else [0, 0] for c in components], np.int64).reshape(-1, 2)
+
+    def gather(self, rows: np.ndarray, elements: np.ndarray) -> np.ndarray:
+        elements = np.asarray(elements, np.int64)
+        words = self._words[elements]
+        out = np.take(rows.view(np.float64), np.maximum(words, 0), axis=1)
+        is_byte = words < 0
+        if is_byte.any():  # eq_active: bytes to floats, as in states()
+            out[:, is_byte] = rows[:, self._bytes_at[np.searchsorted(self._byte_columns, elements[is_byte])]]
+        return out
+
     def states(self, rows: np.ndarray) -> np.ndarray:
         words = rows.view(np.float64)
         out = np.empty((len(rows), self.size))

@@ -80,13 +80,15 @@ class SubstepRecorder:
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
-        self._writes = _WriteEncoder(layout, a.split_late_components())
+        self._rows = a.state_rows()
+        self._writes = _WriteEncoder(layout, a.split_late_components(), self._rows)
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
         self.initial_state = np.empty(self.state_size)
         a.read_state(self.initial_state)
-        self._last = self.initial_state.copy()  # the state the chunk's previous substep ended with
-        self._rows = a.state_rows()
+        first = self._rows.allocate(1)
+        self._rows.copy(self._rows.targets(first)[0])
+        self._last = first[0]  # the row of the state the chunk's previous substep ended with
         self._stage = a.new_contact_stage(reuse=self._stage)
         if not (self.background and getattr(a, "decodes_off_thread", False)):
             self._encoder = None
@@ -166,7 +168,7 @@ class SubstepRecorder:
         chunk = _Chunk(first=self._chunk_first, n=n, states=self._states, before=self._before,
                        phase=np.frombuffer(self._phase, np.uint8, n).copy(), prev=self._last,
                        stage=self._stage, writes=self._writes, rows=self._rows)
-        self._last = self._rows.states(self._states[n - 1:n])[0].copy()
+        self._last = self._states[n - 1].copy()
         self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
         self._chunk_first += n
         self._row = 0
@@ -196,7 +198,7 @@ class SubstepRecorder:
         a, n = self.adapter, chunk.n
         states = chunk.rows.states(chunk.states[:n])
         split, start_mask, mid_mask, start_values, mid_values = chunk.writes.columns(
-            chunk.rows.states(chunk.before[:n]), states, chunk.prev, chunk.phase)
+            chunk.before[:n], chunk.states[:n], chunk.prev, chunk.phase)
         snap = np.flatnonzero((chunk.first + np.arange(1, n + 1)) % self.snapshot_every == 0)
         pose, vel, contacts = a.decode_chunk(chunk.stage, states, self.tracked)
         columns = {
@@ -233,7 +235,7 @@ class _Chunk:
     states: np.ndarray  # rows (see StateRows): the state after each substep
     before: np.ndarray  # rows: the state before each substep (where its phase is not 0)
     phase: np.ndarray  # per substep: 0 nothing written before it, _WHOLE, _SPLIT
-    prev: np.ndarray  # the state the substep before the chunk ended with
+    prev: np.ndarray  # the row of the state the substep before the chunk ended with
     stage: Any
     writes: "_WriteEncoder"
     rows: StateRows  # what the rows hold
@@ -282,20 +284,31 @@ _WHOLE, _SPLIT = 1, 2  # phase codes of a substep whose state was read before it
 
 
 class _WriteEncoder:
-    """Turns the states read before substeps into the write columns, one chunk at a time.
+    """Turns the state rows read before substeps into the write columns, one chunk at a time.
 
     A substep's write is the run of components from the first to the last one that differ from
-    the state the previous substep ended with. Envs write the same components substep after
+    the state the previous substep ended with. Rows are compared word by word as they were
+    copied (no state vectors are built: the components' words are summed per component) and the
+    stored values are gathered from the rows. Envs write the same components substep after
     substep (a controller's ctrl): while nothing outside the last stored run changes, that run is
     stored again (unchanged components inside it replay as no-ops), so the encoding depends on
     the writes before it and chunks must be encoded in order (they are: see ``_ChunkEncoder``).
     """
 
-    def __init__(self, layout: list[StateComponent], late: frozenset[str]) -> None:
+    def __init__(self, layout: list[StateComponent], late: frozenset[str], rows: StateRows) -> None:
         parts = [(i, c) for i, c in enumerate(layout) if c.size > 0]
         size = sum(c.size for c in layout)
         self.starts = np.array([c.offset for _, c in parts], dtype=np.int64)
         self.ends = np.array([c.offset + c.size for _, c in parts], dtype=np.int64)
+        self.rows = rows
+        # Components in the order of their words in a row; a segment of words runs from one
+        # component's first word to the next one's (padding between them never changes).
+        ranges = rows.word_ranges([c for _, c in parts])
+        by_word = np.argsort(ranges[:, 0], kind="stable")
+        if (ranges[by_word[1:], 0] < ranges[by_word[:-1], 1]).any():
+            raise ValueError("state components share words of a row")
+        self.word_starts = ranges[by_word, 0]
+        self.segment = np.argsort(by_word)  # segment of each component
         bit = np.array([1 << i for i, _ in parts], dtype=np.int64)
         is_late = np.array([c.name in late for _, c in parts], dtype=bool)
         # Sums over a run of components [f, l] of their bits, and of the bits of late ones.
@@ -309,15 +322,19 @@ class _WriteEncoder:
 
     def columns(self, before: np.ndarray, after: np.ndarray, prev: np.ndarray, phase: np.ndarray
                 ) -> tuple[np.ndarray, ...]:
-        """``split``, ``start_mask``, ``mid_mask``, ``start_values``, ``mid_values`` of a chunk."""
-        n, size = after.shape
+        """``split``, ``start_mask``, ``mid_mask``, ``start_values``, ``mid_values`` of a chunk from
+        its rows before and after each substep and the row the previous substep ended with."""
         split = (phase == _SPLIT).astype(np.uint8)
-        differs = np.empty((n, size), dtype=bool)
         b, a = before.view(np.uint64), after.view(np.uint64)  # bitwise: NaN == NaN, -0.0 != 0.0
+        differs = np.empty(b.shape, dtype=bool)
         np.not_equal(b[1:], a[:-1], out=differs[1:])
         np.not_equal(b[0], prev.view(np.uint64), out=differs[0])
         differs[phase == 0] = False  # nothing was read before these substeps
-        changed = np.logical_or.reduceat(differs, self.starts, axis=1) if len(self.starts) else differs[:, :0]
+        if len(self.word_starts):
+            changed = np.logical_or.reduceat(differs, self.word_starts, axis=1)[:, self.segment]
+        else:
+            changed = differs[:, :0]
+        n = len(changed)
         rows = np.flatnonzero(changed.any(axis=1))
         first = np.full(n, 0, np.int64)
         last = np.full(n, -1, np.int64)  # an empty run for rows without a write
@@ -344,14 +361,15 @@ class _WriteEncoder:
             columns = [self._run_columns(int(k) // 2 // len(self.bits), int(k) // 2 % len(self.bits), int(k) % 2)[part]
                        for k in distinct]
             if len(distinct) == 1:
-                values.append(np.take(written, columns[0], axis=1).reshape(-1))
+                values.append(self.rows.gather(written, columns[0]).reshape(-1))
                 continue
             lengths = np.array([len(c) for c in columns], np.int64)[which] if len(rows) else np.zeros(0, np.int64)
             out = np.empty(int(lengths.sum()))
             at = np.concatenate([[0], np.cumsum(lengths)[:-1]])
             for g, cols in enumerate(columns):
                 members = np.flatnonzero(which == g)
-                out[(at[members][:, None] + np.arange(len(cols))).reshape(-1)] = written[members][:, cols].reshape(-1)
+                out[(at[members][:, None] + np.arange(len(cols))).reshape(-1)] = \
+                    self.rows.gather(written[members], cols).reshape(-1)
             values.append(out)
         return values[0], values[1]
 
