@@ -1,8 +1,8 @@
 """What detection costs: the online monitor per substep and monitored object, and the offline pass.
 
 Online: the same seeded actions through the plain env and through ArtifactMonitor in the same
-process, in ``--repeats`` pairs (plain, then monitored, back to back), medians over the pairs
-(``timing.paired_cost``); the added time per substep is divided by the number of monitored
+process, in ``--repeats`` pairs of episodes run side by side, step by step
+(``timing.interleaved_runs``), medians over the pairs (``timing.paired_cost``); the added time per substep is divided by the number of monitored
 objects. Offline: ``detect()`` over a recorded episode (file already loaded), in
 object-substeps per second. Targets (issue "ArtifactMonitor"): <= 10 us per substep per monitored
 object online, >= 1,000,000 object-substeps per second offline on one core.
@@ -23,7 +23,7 @@ import numpy as np
 
 import simuguard_gym.envs  # noqa: F401
 from scenes import pile_scene
-from timing import paired_cost, timed_run
+from timing import interleaved_runs, paired_cost, timed_run
 from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording
 
 
@@ -50,8 +50,9 @@ def online(make: Callable[[], gym.Env], steps: int, repeats: int) -> dict[str, f
     timed_run(monitored, actions[:20], 0)
     off, on = [], []
     for r in range(repeats):
-        off.append(timed_run(plain, actions, r))
-        on.append(timed_run(monitored, actions, r, end=monitored.tap.drain))
+        plain_s, monitored_s = interleaved_runs(plain, monitored, actions, r, end=monitored.tap.drain)
+        off.append(plain_s)
+        on.append(monitored_s)
     substeps = monitored.detector.substeps
     objects = int(monitored.detector.monitored.sum())
     plain.close()
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="env steps per timed online run")
     parser.add_argument("--repeats", type=int, default=9, help="pairs of timed online runs; offline: best of")
     parser.add_argument("--offline-steps", type=int, default=4000, help="env steps of the offline episode")
+    parser.add_argument("--only", help="substring of the env names to run online (skips the offline pass)")
     args = parser.parse_args()
     import mujoco
 
@@ -99,9 +101,13 @@ def main() -> None:
           "| added us / substep / object |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, make in candidates().items():
+        if args.only and args.only not in name:
+            continue
         r = online(make, args.steps, args.repeats)
         print(f"| {name} | {r['objects']} | {r['step_us']:.1f} | {r['added_us']:.1f} | {r['added_pct']:.1f} "
               f"| {r['per_object_us']:.2f} |", flush=True)
+    if args.only:
+        return
     print("\noffline (detect() on a loaded recording, one core)\n")
     print("| scene | objects | substeps | seconds | object-substeps / s |")
     print("|---|---:|---:|---:|---:|")

@@ -1,9 +1,9 @@
 """What RecordPhysics costs: added time per substep and bytes per substep, against the unwrapped env.
 
 Each row runs the same seeded actions through the plain env and through RecordPhysics in the same
-process, in ``--repeats`` pairs (plain, then recorded, back to back), and reports medians over the
-pairs (``timing.paired_cost``): a slow spell of a shared machine hits both runs of a pair. A timed
-run is one episode of about ``--substeps`` substeps (10,000 by default:
+process, in ``--repeats`` pairs of episodes run side by side, step by step
+(``timing.interleaved_runs``), and reports medians over the pairs (``timing.paired_cost``): a slow
+spell of a shared machine hits both runs of a pair, down to single steps. A timed run is one episode of about ``--substeps`` substeps (10,000 by default:
 LIBERO's episodes run 7,500-15,000; scripted envs run their own length) and includes the work
 left at its end (decoding and writing the last chunk), not the file's footer and rename.
 Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts, <= 10% added
@@ -26,7 +26,7 @@ import numpy as np
 import simuguard_gym.envs  # noqa: F401
 from simuguard_gym import RecordPhysics, load_recording
 from scenes import pile_scene
-from timing import paired_cost, timed_run
+from timing import interleaved_runs, paired_cost, timed_run
 
 
 def candidates() -> dict[str, Callable[[], gym.Env]]:
@@ -84,8 +84,9 @@ def measure(make: Callable[[], gym.Env], substeps: int, repeats: int) -> dict[st
     off, on = [], []
     for r in range(repeats):
         seed = 0 if scripted is not None else r  # a scripted run replays its own seed
-        off.append(timed_run(plain, actions, seed))
-        on.append(timed_run(recorded, actions, seed, end=recorded.recorder.finish))
+        plain_s, recorded_s = interleaved_runs(plain, recorded, actions, seed, end=recorded.recorder.finish)
+        off.append(plain_s)
+        on.append(recorded_s)
     recorded.reset(seed=99)  # closes the last measured episode
     recorded.close()
     plain.close()

@@ -22,10 +22,34 @@ def timed_run(env: gym.Env, actions: np.ndarray, seed: int, end: Callable[[], No
     return time.perf_counter() - start
 
 
+def interleaved_runs(plain: gym.Env, wrapped: gym.Env, actions: np.ndarray, seed: int,
+                     end: Callable[[], None] | None = None) -> tuple[float, float]:
+    """Seconds the plain env and the wrapped one take for the same episode, run step by step side
+    by side (both reset with ``seed``; at every step both step, in turn first): a pair of runs
+    that shares every slow spell of a shared machine down to single steps, where two episodes
+    run one after the other share only the spells longer than an episode. ``end`` is timed with
+    the wrapped env, as in :func:`timed_run`."""
+    plain.reset(seed=seed)
+    wrapped.reset(seed=seed)
+    clock = time.perf_counter
+    spent = [0.0, 0.0]
+    envs = (plain, wrapped)
+    for k, action in enumerate(actions):
+        for which in ((0, 1) if k % 2 == 0 else (1, 0)):
+            start = clock()
+            envs[which].step(action)
+            spent[which] += clock() - start
+    if end is not None:
+        start = clock()
+        end()
+        spent[1] += clock() - start
+    return spent[0], spent[1]
+
+
 def paired_cost(off: list[float], on: list[float]) -> tuple[float, float, float]:
     """(plain seconds, added seconds, added fraction) of runs made in pairs, the plain run and the
-    wrapped one back to back: medians over the pairs of the plain time, of the difference and of
-    the ratio. A slow spell of a shared machine hits both runs of a pair, so it cancels in the
+    wrapped one side by side (:func:`interleaved_runs`) or back to back: medians over the pairs
+    of the plain time, of the difference and of the ratio. A slow spell of a shared machine hits both runs of a pair, so it cancels in the
     pair; the difference of two separate minima does not pair them and swings by the noise."""
     off_a, on_a = np.asarray(off), np.asarray(on)
     return (float(np.median(off_a)), float(np.median(on_a - off_a)), float(np.median(on_a / off_a - 1.0)))
