@@ -2,10 +2,11 @@
 
 Online: the same seeded actions through the plain env and through ArtifactMonitor in the same
 process, in ``--repeats`` pairs of episodes run side by side, step by step
-(``timing.interleaved_runs``), medians over the pairs (``timing.paired_cost``); the added time per substep is divided by the number of monitored
-objects. Offline: ``detect()`` over a recorded episode (file already loaded), in
-object-substeps per second. Targets (issue "ArtifactMonitor"): <= 10 us per substep per monitored
-object online, >= 1,000,000 object-substeps per second offline on one core.
+(``timing.interleaved_runs``), medians over the pairs (``timing.paired_cost``); the added time
+per substep is divided by the number of monitored objects. Offline: ``detect()`` over a recorded
+episode (file already loaded), in object-substeps per second. Targets (issue "ArtifactMonitor"):
+<= 10 us per substep per monitored object online, >= 1,000,000 object-substeps per second offline
+on one core.
 
     python benchmarks/detector.py
     python benchmarks/detector.py --steps 100 --repeats 2

@@ -3,9 +3,10 @@
 Each row runs the same seeded actions through the plain env and through RecordPhysics in the same
 process, in ``--repeats`` pairs of episodes run side by side, step by step
 (``timing.interleaved_runs``), and reports medians over the pairs (``timing.paired_cost``): a slow
-spell of a shared machine hits both runs of a pair, down to single steps. A timed run is one episode of about ``--substeps`` substeps (10,000 by default:
-LIBERO's episodes run 7,500-15,000; scripted envs run their own length) and includes the work
-left at its end (decoding and writing the last chunk), not the file's footer and rename.
+spell of a shared machine hits both runs of a pair, down to single steps. A timed run is one
+episode of about ``--substeps`` substeps (10,000 by default: LIBERO's episodes run
+7,500-15,000; scripted envs run their own length) and includes the work left at its end
+(decoding and writing the last chunk), not the file's footer and rename.
 Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts, <= 10% added
 wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift.
 

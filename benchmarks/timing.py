@@ -49,7 +49,8 @@ def interleaved_runs(plain: gym.Env, wrapped: gym.Env, actions: np.ndarray, seed
 def paired_cost(off: list[float], on: list[float]) -> tuple[float, float, float]:
     """(plain seconds, added seconds, added fraction) of runs made in pairs, the plain run and the
     wrapped one side by side (:func:`interleaved_runs`) or back to back: medians over the pairs
-    of the plain time, of the difference and of the ratio. A slow spell of a shared machine hits both runs of a pair, so it cancels in the
-    pair; the difference of two separate minima does not pair them and swings by the noise."""
+    of the plain time, of the difference and of the ratio. A slow spell of a shared machine hits
+    both runs of a pair, so it cancels in the pair; the difference of two separate minima does not
+    pair them and swings by the noise."""
     off_a, on_a = np.asarray(off), np.asarray(on)
     return (float(np.median(off_a)), float(np.median(on_a - off_a)), float(np.median(on_a / off_a - 1.0)))

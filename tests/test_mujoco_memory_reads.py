@@ -90,7 +90,8 @@ def test_state_rows_gather_exactly_what_mj_getstate_reads():
 
 def test_recordings_from_memory_rows_equal_those_from_state_vectors():
     """The recorder's columns (writes, fingerprints, snapshots, bodies, contacts) are the same bits
-    whether its rows are MuJoCo's memory or plain ``mj_getState`` vectors."""
+    whether its rows are MuJoCo's memory or plain ``mj_getState`` vectors, also when the env runs
+    mj_forward between substeps (it rewrites arrays that the rows span but the state leaves out)."""
     from simuguard_gym.engines.base import StateRows
     from simuguard_gym.recording.recorder import SubstepRecorder
 
@@ -113,12 +114,15 @@ def test_recordings_from_memory_rows_equal_those_from_state_vectors():
             data.eq_active[0] = (k // 40) % 2
             if k == 70:
                 data.qvel[6] += 1.0
+            if k % 3 == 0:  # rewrites qacc, which lies between mocap_quat and userdata in the rows
+                mujoco.mj_forward(model, data)
             adapter.step(1)
         recorder.finish()
         columns[form] = {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
     assert columns["memory"].keys() == columns["vectors"].keys()
     for key, value in columns["memory"].items():
-        assert value.dtype == columns["vectors"][key].dtype and value.tobytes() == columns["vectors"][key].tobytes(), key
+        other = columns["vectors"][key]
+        assert value.dtype == other.dtype and value.tobytes() == other.tobytes(), key
     assert columns["memory"]["start_mask"].any() and len(np.unique(columns["memory"]["start_mask"])) > 2
 
 

@@ -301,14 +301,16 @@ class _WriteEncoder:
         self.starts = np.array([c.offset for _, c in parts], dtype=np.int64)
         self.ends = np.array([c.offset + c.size for _, c in parts], dtype=np.int64)
         self.rows = rows
-        # Components in the order of their words in a row; a segment of words runs from one
-        # component's first word to the next one's (padding between them never changes).
+        # Rows are cut into segments of words: each component's own, and the words between two
+        # components (padding, or arrays of MuJoCo's that are not state, such as qacc, which
+        # mj_forward rewrites between substeps), whose changes are no write.
         ranges = rows.word_ranges([c for _, c in parts])
-        by_word = np.argsort(ranges[:, 0], kind="stable")
-        if (ranges[by_word[1:], 0] < ranges[by_word[:-1], 1]).any():
+        ordered = ranges[np.argsort(ranges[:, 0], kind="stable")]
+        if (ordered[1:, 0] < ordered[:-1, 1]).any():
             raise ValueError("state components share words of a row")
-        self.word_starts = ranges[by_word, 0]
-        self.segment = np.argsort(by_word)  # segment of each component
+        bounds = np.unique(ranges)
+        self.word_starts = bounds[bounds < rows.row_bytes // 8]
+        self.segment = np.searchsorted(self.word_starts, ranges[:, 0])  # each component's segment
         bit = np.array([1 << i for i, _ in parts], dtype=np.int64)
         is_late = np.array([c.name in late for _, c in parts], dtype=bool)
         # Sums over a run of components [f, l] of their bits, and of the bits of late ones.
