@@ -288,7 +288,7 @@ class _WriteEncoder:
 
     A substep's write is the run of components from the first to the last one that differ from
     the state the previous substep ended with. Rows are compared word by word as they were
-    copied (no state vectors are built: the components' words are summed per component) and the
+    copied (no state vectors are built: a component changed if any of its words did) and the
     stored values are gathered from the rows. Envs write the same components substep after
     substep (a controller's ctrl): while nothing outside the last stored run changes, that run is
     stored again (unchanged components inside it replay as no-ops), so the encoding depends on
