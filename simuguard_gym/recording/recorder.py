@@ -84,11 +84,10 @@ class SubstepRecorder:
         self._writes = _WriteEncoder(layout, a.split_late_components(), self._rows)
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
-        self.initial_state = np.empty(self.state_size)
-        a.read_state(self.initial_state)
         first = self._rows.allocate(1)
         self._rows.copy(self._rows.targets(first)[0])
         self._last = first[0]  # the row of the state the chunk's previous substep ended with
+        self.initial_state = self._rows.states(first)[0].copy()  # one read: the same state, as a vector
         self._stage = a.new_contact_stage(reuse=self._stage)
         if not (self.background and getattr(a, "decodes_off_thread", False)):
             self._encoder = None
