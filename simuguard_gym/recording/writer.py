@@ -25,6 +25,12 @@ def pack_record(kind: str, payload: dict[str, Any]) -> bytes:
     return msgpack.packb([kind, body, zlib.crc32(body)], use_bin_type=True)
 
 
+def pack_chunk(columns: dict[str, np.ndarray], *, index: int, first: int, n: int) -> bytes:
+    """The file record of chunk ``index`` (substeps ``first`` to ``first + n``)."""
+    payload = {name: encode_array(a) for name, a in columns.items()}
+    return pack_record("chunk", {"index": index, "first": first, "n": n, "columns": payload})
+
+
 class RecordingWriter:
     """Writes a recording record by record; memory stays bounded by one chunk.
 
@@ -65,15 +71,25 @@ class RecordingWriter:
         self._sha.update(record)
 
     def write_chunk(self, columns: dict[str, np.ndarray], *, first: int, n: int) -> None:
-        payload = {name: encode_array(a) for name, a in columns.items()}
         with self._lock:
-            if first != self.substeps:
-                raise ValueError(f"chunk starts at substep {first}, expected {self.substeps}")
-            self._write("chunk", {"index": self._chunks, "first": first, "n": n, "columns": payload})
-            self._chunks += 1
-            self.substeps += n
-            # A crash after this point keeps the chunk: flush it out of Python's buffer.
-            self._file.flush()
+            self._write_record(pack_chunk(columns, index=self._chunks, first=first, n=n), index=self._chunks,
+                               first=first, n=n)
+
+    def write_packed_chunk(self, record: bytes, *, index: int, first: int, n: int) -> None:
+        """Write a chunk record made by :func:`pack_chunk` elsewhere (a recorder's helper process)."""
+        with self._lock:
+            self._write_record(record, index=index, first=first, n=n)
+
+    def _write_record(self, record: bytes, *, index: int, first: int, n: int) -> None:
+        if first != self.substeps or index != self._chunks:
+            raise ValueError(f"chunk {index} starts at substep {first}, expected chunk {self._chunks} "
+                             f"at substep {self.substeps}")
+        self._file.write(record)
+        self._sha.update(record)
+        self._chunks += 1
+        self.substeps += n
+        # A crash after this point keeps the chunk: flush it out of Python's buffer.
+        self._file.flush()
 
     def write_error(self, error: dict[str, Any]) -> None:
         with self._lock:
