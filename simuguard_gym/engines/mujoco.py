@@ -70,6 +70,9 @@ class MujocoAdapter(BodyTableMixin):
     #: Decoding (contacts, body states) reads only the staged copies, the model's constant arrays
     #: and a scratch MjData of its own: a recorder may run it on a worker thread.
     decodes_off_thread = True
+    #: ... and a process forked from this one decodes the same (the model and the stage are
+    #: inherited; a stage given shared memory hands its fill over): a recorder may encode there.
+    decodes_in_fork = True
     #: State components that only the second half of a split substep (mj_step2) reads and that the
     #: first half (mj_step1) neither reads nor writes: a write to them may be replayed between the
     #: halves whenever it happened. Every other component is replayed before mj_step1.
@@ -487,7 +490,9 @@ class MujocoAdapter(BodyTableMixin):
         return next(c for c in self._layout if c.name == name)
 
     # ------------------------------------------------------------------ contacts
-    def new_contact_stage(self, reuse: Any = None) -> "MujocoContactStage":
+    def new_contact_stage(self, reuse: Any = None, *, memory: Any = None) -> "MujocoContactStage":
+        if memory is not None:
+            return MujocoContactStage(memory)
         if isinstance(reuse, MujocoContactStage):
             reuse.clear()
             return reuse
@@ -756,12 +761,18 @@ class MujocoContactStage:
     a substep costs two memcpys and no allocation (a bytes object per substep, joined at decode,
     costs several times as much on scenes with a few dozen contacts)."""
 
-    def __init__(self) -> None:
-        self._raw = np.empty(1 << 16, np.uint8)
-        self._raw_view = memoryview(self._raw)
-        self._efc = np.empty(1 << 12)
-        self._efc_bytes = memoryview(self._efc).cast("B")
+    def __init__(self, memory: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        # memory: (uint8 buffer for the records, float64 buffer for the forces) to stage into,
+        # e.g. memory shared with a helper process; a stage that outgrows it continues in its own.
+        raw, efc = memory if memory is not None else (np.empty(1 << 16, np.uint8), np.empty(1 << 12))
+        self._given = (raw, efc) if memory is not None else None
+        self._use(raw, efc)
         self.clear()
+
+    def _use(self, raw: np.ndarray, efc: np.ndarray) -> None:
+        self._raw, self._efc = raw, efc
+        self._raw_view = memoryview(raw)
+        self._efc_bytes = memoryview(efc).cast("B")
 
     def clear(self) -> None:
         self._raw_used = 0
@@ -774,14 +785,12 @@ class MujocoContactStage:
         bytes of ``efc_force``)."""
         lo, hi = self._raw_used, self._raw_used + len(records)
         if hi > len(self._raw):
-            self._raw = _grown(self._raw, hi)
-            self._raw_view = memoryview(self._raw)
+            self._use(_grown(self._raw[:lo], hi), self._efc)
         self._raw_view[lo:hi] = records
         self._raw_used = hi
         lo, hi = self._efc_used, self._efc_used + len(efc)
         if hi > len(self._efc_bytes):
-            self._efc = _grown(self._efc, hi // 8)
-            self._efc_bytes = memoryview(self._efc).cast("B")
+            self._use(self._raw, _grown(self._efc[:lo // 8], hi // 8))
         self._efc_bytes[lo:hi] = efc
         self._efc_used = hi
         self.counts.append(n)
@@ -803,6 +812,30 @@ class MujocoContactStage:
     @property
     def nbytes(self) -> int:
         return self._raw_used + self._efc_used
+
+    def handoff(self) -> dict[str, Any]:
+        """What a process sharing this stage's memory needs to :meth:`resume` it there: the fill,
+        and the staged bytes themselves where the stage outgrew the memory it was given."""
+        out: dict[str, Any] = {"raw_used": self._raw_used, "efc_used": self._efc_used,
+                               "counts": self.counts, "efc_counts": self.efc_counts}
+        given = self._given if self._given is not None else (None, None)
+        if self._raw is not given[0]:
+            out["raw"] = self.raw.tobytes()
+        if self._efc is not given[1]:
+            out["efc"] = self.efc.tobytes()
+        return out
+
+    def resume(self, handoff: dict[str, Any]) -> None:
+        """Take the fill of the stage that :meth:`handoff` described (this stage's copy in another
+        process, made before the fill, over the same shared memory)."""
+        if self._given is not None:
+            self._use(*self._given)
+        if "raw" in handoff:
+            self._use(np.frombuffer(handoff["raw"], np.uint8), self._efc)
+        if "efc" in handoff:
+            self._use(self._raw, np.frombuffer(handoff["efc"], np.float64))
+        self._raw_used, self._efc_used = int(handoff["raw_used"]), int(handoff["efc_used"])
+        self.counts, self.efc_counts = list(handoff["counts"]), list(handoff["efc_counts"])
 
 
 def _grown(buffer: np.ndarray, needed: int) -> np.ndarray:
