@@ -124,7 +124,7 @@ def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir,
 
     monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
     off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
-    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64, helper_process=False)
     original = env.adapter.decode_contacts
     calls = {"n": 0}
 
@@ -149,7 +149,8 @@ def test_background_and_foreground_encoding_write_the_same_recording(tmp_path, m
     monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
     paths = []
     for background in (True, False):
-        env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path / str(background), chunk_substeps=50)
+        env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path / str(background), chunk_substeps=50,
+                            helper_process=False)
         env.recorder.background = background
         run_random(env, 60, seed=5)
         env.close()
@@ -170,7 +171,7 @@ def test_chunks_reach_the_file_in_order_whichever_thread_encodes_them(record_dir
     from simuguard_gym.recording import recorder
 
     monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks are heavy
-    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64)
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64, helper_process=False)
     original = env.adapter.decode_contacts
 
     def slow_off_thread(stage, states, **kwargs):

@@ -7,7 +7,9 @@ contacts. The hot path only copies into preallocated rows; everything else runs 
 per chunk (a chunk ends early when its contacts fill the stage): which components were written
 (the state before a substep against the state after the previous one), the fingerprints, the
 snapshots, the tracked bodies' poses and velocities and the merged contacts. With
-``background=True`` a chunk with many contacts is decoded and handed to the sink on a worker thread
+``helper_process=True`` chunks from an episode's second on are encoded in a forked helper process
+(:mod:`~simuguard_gym.recording.chunk_process`) that reads them from shared memory; else, with
+``background=True``, a chunk with many contacts is decoded and handed to the sink on a worker thread
 while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it needs are handed
 over and the hot path continues in fresh ones.
 
@@ -18,8 +20,10 @@ chunk by chunk with the file.
 from __future__ import annotations
 
 import atexit
+import logging
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -28,8 +32,21 @@ import numpy as np
 
 from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows,
                                        report_failure)
+from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
+
+logger = logging.getLogger(__name__)
 
 ChunkSink = Callable[[dict[str, np.ndarray], int, int], None]
+
+
+@dataclass(frozen=True)
+class PackedChunkSink:
+    """Where chunks encoded by a helper process go: ``pack(columns, index=, first=, n=)`` makes
+    chunk ``index``'s bytes in the helper; ``write(record, index=, first=, n=)`` stores them in
+    the env's process, chunk after chunk."""
+
+    pack: Callable[..., bytes]
+    write: Callable[..., None]
 
 #: Errors after which the recorder stops recording the episode.
 MAX_ERRORS = 100
@@ -54,7 +71,8 @@ class SubstepRecorder:
 
     def __init__(self, adapter: PhysicsAdapter, sink: ChunkSink, *, snapshot_every: int = 250,
                  chunk_substeps: int = 1024, on_error: Callable[[HookError], None] | None = None,
-                 contacts: bool = True, background: bool = False) -> None:
+                 contacts: bool = True, background: bool = False,
+                 packed_sink: PackedChunkSink | None = None, helper_process: bool = False) -> None:
         if snapshot_every < 1 or chunk_substeps < 1:
             raise ValueError("snapshot_every and chunk_substeps must be positive")
         self.adapter = adapter
@@ -68,6 +86,19 @@ class SubstepRecorder:
         #: Decode chunks and call the sink on a worker thread (for adapters whose decoding reads
         #: no live engine object: ``decodes_off_thread``); ``finish()`` waits for it.
         self.background = background
+        #: Encode chunks in a forked helper process (:mod:`~simuguard_gym.recording.chunk_process`)
+        #: where the platform allows it and the adapter ``decodes_in_fork``; chunks then reach
+        #: ``packed_sink`` (required) as file records. An episode forks at its second full chunk:
+        #: the chunks before it are encoded here.
+        self.helper_process = bool(helper_process and packed_sink is not None)
+        self.packed_sink = packed_sink
+        self._helper: ChunkProcess | None = None
+        # Measured, for _fork_pays: a fork, one chunk's encoding here, the last episode's chunks.
+        self._fork_seconds: float | None = None
+        self._chunk_seconds: float | None = None
+        self._previous_chunks: int | None = None
+        self._arena: SharedArena | None = None
+        self._slots: list[_Slot] | None = None
         self._encoder: _ChunkEncoder | None = None
         self.active = False
         self._chunk_first = self._row = 0
@@ -77,6 +108,7 @@ class SubstepRecorder:
     # ------------------------------------------------------------------ episode lifecycle
     def start_episode(self) -> None:
         """Bind to the adapter's current scene and start counting substeps from 0."""
+        self._stop_helper()  # an episode left without finish()
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
@@ -88,18 +120,27 @@ class SubstepRecorder:
         self._rows.copy(self._rows.targets(first)[0])
         self._last = first[0]  # the row of the state the chunk's previous substep ended with
         self.initial_state = self._rows.states(first)[0].copy()  # one read: the same state, as a vector
-        self._stage = a.new_contact_stage(reuse=self._stage)
-        if not (self.background and getattr(a, "decodes_off_thread", False)):
+        self._slots = self._shared_slots(cap) if self._may_use_helper() else None
+        if self._slots is not None:
+            self._slot = 0
+            self._stage = self._slots[0].stage
+            self._use_rows(self._slots[0].states, self._slots[0].before, self._slots[0].targets)
             self._encoder = None
-        elif self._encoder is None:
-            self._encoder = _ChunkEncoder()
+        else:
+            self._stage = a.new_contact_stage(reuse=self._stage)
+            if not (self.background and getattr(a, "decodes_off_thread", False)):
+                self._encoder = None
+            elif self._encoder is None:
+                self._encoder = _ChunkEncoder()
+            self._use_rows(self._rows.allocate(cap), self._rows.allocate(cap))
         self._spare_rows: list[tuple[np.ndarray, np.ndarray]] = []  # handed back by the encoder
         self._spare_stages: list[Any] = []
-        self._use_rows(self._rows.allocate(cap), self._rows.allocate(cap))
         self._phase = bytearray(cap)
         self._read, self._capture = self._rows.copy, a.capture_contacts
         self._row = 0
         self._chunk_first = 0
+        self._chunk_index = 0
+        self._spans: dict[int, tuple[int, int]] = {}  # (first, n) of chunks at the helper
         self.errors = []
         self.active = True
 
@@ -110,11 +151,16 @@ class SubstepRecorder:
 
     def finish(self) -> None:
         """Flush the last, partial chunk, wait until every chunk reached the sink, and stop."""
-        if self.active and self._row:
-            self._flush()
-        if self._encoder is not None:
-            self._encoder.drain()
-        self.active = False
+        try:
+            if self.active and self._row:
+                self._flush(final=True)
+            if self._encoder is not None:
+                self._encoder.drain()
+        finally:
+            self._stop_helper()
+            if self.active and self._chunk_index:  # an episode reset before its first substep tells nothing
+                self._previous_chunks = self._chunk_index
+            self.active = False
 
     # ------------------------------------------------------------------ listener interface
     guards_itself = True  # the hooks call these two directly: they catch their own errors
@@ -146,7 +192,9 @@ class SubstepRecorder:
             report_failure(self, "after_substep", error)
 
     def hook_failed(self, where: str, error: BaseException) -> None:
-        record = HookError.capture(self.substep, where, error)
+        self._record_error(HookError.capture(self.substep, where, error))
+
+    def _record_error(self, record: HookError) -> None:
         self.errors.append(record)
         if self.on_error is not None:
             self.on_error(record)
@@ -156,14 +204,19 @@ class SubstepRecorder:
             self.active = False
 
     # ------------------------------------------------------------------ internals
-    def _use_rows(self, after: np.ndarray, before: np.ndarray) -> None:
+    def _use_rows(self, after: np.ndarray, before: np.ndarray, targets: tuple[list[Any], list[Any]] | None = None
+                  ) -> None:
         self._states, self._before = after, before
         # What the per-substep copy takes for each row, made once per buffer.
-        self._after_rows, self._before_rows = self._rows.targets(after), self._rows.targets(before)
+        self._after_rows, self._before_rows = targets or (self._rows.targets(after), self._rows.targets(before))
 
-    def _flush(self) -> None:
+    def _flush(self, final: bool = False) -> None:
         """End the chunk: hand its buffers to the encoder (or encode it here) and start anew."""
         n = self._row
+        if self._slots is not None and (self._helper is not None or (not final and self._fork_pays())):
+            self._flush_to_helper(n)
+            return
+        self._chunk_index += 1
         chunk = _Chunk(first=self._chunk_first, n=n, states=self._states, before=self._before,
                        phase=np.frombuffer(self._phase, np.uint8, n).copy(), prev=self._last,
                        stage=self._stage, writes=self._writes, rows=self._rows)
@@ -174,7 +227,10 @@ class SubstepRecorder:
         if self._encoder is None or sum(chunk.stage.counts) < OFF_THREAD_MIN_CONTACTS:
             if self._encoder is not None:
                 self._encoder.drain()  # chunks reach the sink in order: a heavy one may be in flight
+            started = time.perf_counter()
             self._encode_or_stop(chunk)
+            if not final:  # a full chunk (the last one of an episode may hold a few substeps)
+                self._chunk_seconds = time.perf_counter() - started
             return
         # The encoder owns the chunk's state rows and contact stage until it hands them back.
         if self._spare_rows:
@@ -194,6 +250,9 @@ class SubstepRecorder:
             self.active = False
 
     def _encode(self, chunk: "_Chunk") -> None:
+        self.sink(self._columns(chunk), chunk.first, chunk.n)
+
+    def _columns(self, chunk: "_Chunk") -> dict[str, np.ndarray]:
         a, n = self.adapter, chunk.n
         states = chunk.rows.states(chunk.states[:n])
         split, start_mask, mid_mask, start_values, mid_values = chunk.writes.columns(
@@ -214,7 +273,7 @@ class SubstepRecorder:
             "snapshot_substep": (chunk.first + snap).astype(np.int64),
             "snapshot_state": states[snap],
         }
-        self.sink(columns, chunk.first, n)
+        return columns
 
     def _encode_off_thread(self, chunk: "_Chunk") -> None:
         try:
@@ -223,6 +282,116 @@ class SubstepRecorder:
         finally:
             self._spare_rows.append((chunk.states, chunk.before))  # list.append is atomic under the GIL
             self._spare_stages.append(chunk.stage)
+
+    # ------------------------------------------------------------------ helper process
+    def _may_use_helper(self) -> bool:
+        return (self.helper_process and self.contacts and getattr(self.adapter, "decodes_in_fork", False)
+                and helper_processes_available())
+
+    def _shared_slots(self, cap: int) -> list["_Slot"]:
+        """Two sets of chunk buffers in shared memory: the hot path fills one while the helper
+        encodes the other."""
+        rows_bytes = 2 * cap * self._rows.row_bytes + 2 * SharedArena.ALIGN
+        stage_bytes = _SLOT_RAW_BYTES + 8 * _SLOT_EFC_FLOATS + 2 * SharedArena.ALIGN
+        if self._arena is None or self._arena.nbytes < 2 * (rows_bytes + stage_bytes):
+            self._arena = SharedArena(2 * (rows_bytes + stage_bytes))
+        arena = self._arena
+        arena.reset()
+        slots = []
+        for _ in range(2):
+            after, before = (arena.array((cap, self._rows.row_bytes), np.uint8) for _ in range(2))
+            stage = self.adapter.new_contact_stage(memory=(arena.array((_SLOT_RAW_BYTES,), np.uint8),
+                                                           arena.array((_SLOT_EFC_FLOATS,), np.float64)))
+            slots.append(_Slot(after, before, stage, (self._rows.targets(after), self._rows.targets(before))))
+        return slots
+
+    def _fork_pays(self) -> bool:
+        """Fork the helper now (and encode this chunk there)? Not before an episode's second full
+        chunk: a fork costs robosuite's Lift ~15 ms (page tables of the env's memory, then its
+        pages copied as either process writes them), more than one chunk's encoding (~5 ms), so
+        the episode must show it runs long first. Once both are measured, only while the chunks
+        the previous episode had left would take longer to encode than twice a fork (a process
+        of many GB, e.g. with a policy's weights, forks slowly)."""
+        if self._chunk_index < 1:
+            return False
+        if self._fork_seconds is not None and self._chunk_seconds is not None and self._previous_chunks is not None:
+            left = self._previous_chunks - self._chunk_index
+            if left * self._chunk_seconds < 2 * self._fork_seconds:
+                return False
+        started = time.perf_counter()
+        try:
+            self._helper = ChunkProcess(self._encode_job)
+        except OSError as error:
+            logger.warning("simuguard: no helper process for recording (%s); chunks are encoded in-process", error)
+            self.helper_process = False
+            return False
+        self._fork_seconds = time.perf_counter() - started
+        return True
+
+    def _flush_to_helper(self, n: int) -> None:
+        helper, slot = self._helper, self._slot
+        assert helper is not None and self._slots is not None
+        job = {"slot": slot, "index": self._chunk_index, "first": self._chunk_first, "n": n,
+               "phase": bytes(self._phase[:n]), "stage": self._stage.handoff()}
+        self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
+        self._spans[self._chunk_index] = (self._chunk_first, n)
+        self._chunk_first += n
+        self._chunk_index += 1
+        self._row = 0
+        try:
+            helper.submit(job)
+            # The other slot is free once the chunk that last filled it (one before this) is back.
+            self._take_replies(helper.replies(wait_for=job["index"] - 1))
+        except (OSError, ChildProcessError) as error:
+            self._helper_failed(error)
+        self._slot = slot = 1 - slot
+        self._stage = self._slots[slot].stage
+        self._stage.clear()
+        self._use_rows(self._slots[slot].states, self._slots[slot].before, self._slots[slot].targets)
+
+    def _encode_job(self, job: Job) -> bytes:
+        """Encode one chunk (runs in the helper, on its copy of this recorder)."""
+        slot = self._slots[job["slot"]]  # type: ignore[index]
+        slot.stage.resume(job["stage"])
+        n = job["n"]
+        chunk = _Chunk(first=job["first"], n=n, states=slot.states, before=slot.before,
+                       phase=np.frombuffer(job["phase"], np.uint8), prev=self._last, stage=slot.stage,
+                       writes=self._writes, rows=self._rows)
+        columns = self._columns(chunk)
+        # Before replying: the env's process refills the slot once the reply is in.
+        self._last = slot.states[n - 1].copy()
+        return self.packed_sink.pack(columns, index=job["index"], first=job["first"], n=n)  # type: ignore[union-attr]
+
+    def _take_replies(self, replies: list[tuple[str, int, Any]]) -> None:
+        for kind, index, payload in replies:
+            first, n = self._spans.pop(index)
+            if kind == "chunk" and self.active:
+                try:
+                    self.packed_sink.write(payload, index=index, first=first, n=n)  # type: ignore[union-attr]
+                except Exception as error:  # noqa: BLE001
+                    self.hook_failed("write_chunk", error)
+                    self.active = False
+            elif kind == "error":
+                self._record_error(HookError(**payload))
+                # As in-process: a recording with a hole would not replay; what was written stays.
+                self.active = False
+
+    def _helper_failed(self, error: BaseException) -> None:
+        self.hook_failed("encode_chunk", error)
+        self.active = False
+        if self._helper is not None:
+            self._helper.kill()
+            self._helper = None
+
+    def _stop_helper(self) -> None:
+        helper, self._helper = self._helper, None
+        if helper is None:
+            return
+        try:
+            self._take_replies(helper.close())
+        except (OSError, ChildProcessError) as error:
+            self.hook_failed("encode_chunk", error)
+            self.active = False
 
 
 @dataclass
@@ -238,6 +407,16 @@ class _Chunk:
     stage: Any
     writes: "_WriteEncoder"
     rows: StateRows  # what the rows hold
+
+
+@dataclass
+class _Slot:
+    """One set of a chunk's buffers in shared memory (see ``_shared_slots``)."""
+
+    states: np.ndarray
+    before: np.ndarray
+    stage: Any
+    targets: tuple[list[Any], list[Any]]  # the per-substep copies' targets in states and before
 
 
 class _ChunkEncoder:
@@ -412,6 +591,10 @@ OFF_THREAD_MIN_CONTACTS = 8192
 # A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on
 # scenes with hundreds of contacts per substep whatever the chunk length.
 _STAGE_BYTES = 8 * 1024 * 1024
+# A shared slot's contact stage: room for a chunk that ends early (checked every 64 substeps); a
+# stage that outgrows it continues in memory of its own and hands its bytes over with the job.
+_SLOT_RAW_BYTES = 2 * _STAGE_BYTES
+_SLOT_EFC_FLOATS = _STAGE_BYTES // 16
 
 
 def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any) -> dict[str, Any]:

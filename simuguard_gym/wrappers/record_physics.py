@@ -16,8 +16,8 @@ from simuguard_gym import __version__
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.format import FILE_SUFFIX
-from simuguard_gym.recording.recorder import SubstepRecorder, header_for
-from simuguard_gym.recording.writer import RecordingWriter
+from simuguard_gym.recording.recorder import PackedChunkSink, SubstepRecorder, header_for
+from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
 
@@ -34,6 +34,11 @@ class RecordPhysics(gym.Wrapper):
     observations, rewards and infos are untouched; ``info["simuguard"]`` gains ``substeps``,
     ``errors`` (exceptions caught inside the recorder, never raised) and, at the end of an
     episode, ``recording`` (the file's path).
+
+    Chunks of substeps are encoded while the env runs on: from an episode's second chunk in a
+    helper process forked from this one (Linux, two usable CPUs, MuJoCo; ``helper_process=False``
+    keeps all work in this process), which takes their decoding off the env's core. The file is
+    the same, byte for byte, either way.
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -52,7 +57,8 @@ class RecordPhysics(gym.Wrapper):
 
     def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *, task_spec: TaskSpec | None = None,
                  snapshot_every: int = 250, chunk_substeps: int = 1024, name_prefix: str = "episode",
-                 store_model: bool = False, adapter: PhysicsAdapter | None = None) -> None:
+                 store_model: bool = False, adapter: PhysicsAdapter | None = None,
+                 helper_process: bool = True) -> None:
         super().__init__(env)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
             raise ValueError(f"name_prefix must be letters, digits, '_', '.' or '-', got {name_prefix!r}")
@@ -63,10 +69,12 @@ class RecordPhysics(gym.Wrapper):
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             use_task_spec(self.adapter, task_spec)
-        # Chunks are decoded and written on a worker thread while the env runs on (MuJoCo).
+        # Chunks are encoded in a helper process forked at an episode's second full chunk (Linux,
+        # two CPUs or more), else heavy ones on a worker thread, while the env runs on.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_hook_error,
-                                        background=True)
+                                        background=True, helper_process=helper_process,
+                                        packed_sink=PackedChunkSink(pack_chunk, self._write_packed_chunk))
         self.adapter.hooks.add(self.recorder)
         self._episode = _next_episode_index(self.directory, name_prefix)
         self._writer: RecordingWriter | None = None
@@ -155,6 +163,10 @@ class RecordPhysics(gym.Wrapper):
     def _write_chunk(self, columns: dict[str, np.ndarray], first: int, n: int) -> None:
         if self._writer is not None:
             self._writer.write_chunk(columns, first=first, n=n)
+
+    def _write_packed_chunk(self, record: bytes, *, index: int, first: int, n: int) -> None:
+        if self._writer is not None:
+            self._writer.write_packed_chunk(record, index=index, first=first, n=n)
 
     def _on_hook_error(self, error: HookError) -> None:
         record = error.to_dict()

@@ -1,0 +1,239 @@
+"""ChunkProcess: a recorder's chunks encoded in a forked helper process, off the env's core.
+
+Encoding a chunk (contacts merged per body pair, write detection, msgpack) costs robosuite's Lift
+about 6 ms of the env's own thread per 1024 substeps, 3% of its step. A worker thread does not
+help there: the encoder's Python holds the GIL that the env's Python needs. A helper process
+forked from the env's process runs it on another core. It inherits the recorder, the adapter and
+the model as they are at the fork (nothing is pickled: Lift's model is 64 MB with its textures,
+and robosuite rebuilds it every episode), reads each chunk's substeps from memory the two
+processes share (:class:`SharedArena`), and sends back the chunk's file record, which the env's
+process writes in order.
+
+Only the bytes of the recording change hands: the env's process keeps its file, its errors and
+every call into the env; a helper that fails or dies ends the recording of its episode with an
+error record, as a failed in-process encode does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import mmap
+import os
+import signal
+import sys
+import warnings
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+import msgpack
+import numpy as np
+
+from simuguard_gym.engines.base import HookError
+
+#: An encode job: msgpack-able fields the recorder defines (slot, index, first, n, ...).
+Job = dict[str, Any]
+
+
+def helper_processes_available() -> bool:
+    """Whether a helper process can take work off the env's core: ``os.fork`` on Linux (macOS
+    forks unsafely under its system frameworks) and at least two CPUs this process may use."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except OSError:
+        return False
+
+
+class SharedArena:
+    """Numpy arrays carved out of one anonymous shared mapping: a process forked after they are
+    made sees what the other writes into them, without copies. Pages cost memory only once touched.
+
+    >>> import numpy as np
+    >>> from simuguard_gym.recording.chunk_process import SharedArena
+    >>> arena = SharedArena(1 << 20)
+    >>> rows = arena.array((4, 16), np.uint8)
+    >>> rows.shape, arena.used
+    ((4, 16), 64)
+    """
+
+    ALIGN = 64  # a cache line: rows copied per substep never share one with another array
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+        self._map = mmap.mmap(-1, self.nbytes)  # MAP_SHARED | MAP_ANONYMOUS
+        self.used = 0
+
+    def array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape)) * dtype.itemsize
+        at = -(-self.used // self.ALIGN) * self.ALIGN
+        if at + size > self.nbytes:
+            raise MemoryError(f"shared arena of {self.nbytes} bytes cannot hold {size} more")
+        self.used = at + size
+        return np.frombuffer(self._map, dtype, int(np.prod(shape)), at).reshape(shape)
+
+    def reset(self) -> None:
+        """Carve anew from the start (arrays carved before must no longer be used)."""
+        self.used = 0
+
+
+class ChunkProcess:
+    """A forked helper that runs ``encode(job) -> bytes`` for each submitted job, in order.
+
+    Created in the env's process, it forks at once; the child serves jobs until :meth:`close`
+    (or until the env's process goes away). Replies come back in submission order as
+    ``(kind, index, payload)``: ``("chunk", index, record)``, ``("error", index, HookError dict)``
+    after which the helper encodes nothing more, and ``("skipped", index, None)`` for the jobs
+    after an error.
+    """
+
+    def __init__(self, encode: Callable[[Job], bytes]) -> None:
+        _reap_exited(block=False)
+        jobs_read, jobs_write = os.pipe()
+        results_read, results_write = os.pipe()
+        for fd in (jobs_read, results_write):
+            _grow_pipe(fd)
+        with warnings.catch_warnings():
+            # Python 3.12 warns about fork in a process with threads (BLAS pools, the env's own):
+            # the child touches none of their locks; it runs numpy, MuJoCo's C and msgpack only.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the helper: never returns
+            os.close(jobs_write)
+            os.close(results_read)
+            _serve(Connection(jobs_read, writable=False), Connection(results_write, readable=False), encode)
+        os.close(jobs_read)
+        os.close(results_write)
+        self.pid = pid
+        self._jobs = Connection(jobs_write, readable=False)
+        self._results = Connection(results_read, writable=False)
+        self._waiting: deque[int] = deque()  # indices of jobs without a reply, oldest first
+        self._reaped = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiting)
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job`` (its ``index`` names the reply); raises ChildProcessError when the helper is gone."""
+        try:
+            self._jobs.send_bytes(msgpack.packb(job, use_bin_type=True))
+        except OSError as error:
+            raise ChildProcessError(f"the recorder's helper process {self.pid} is gone ({self._exit_status()}); "
+                                    f"chunk {job['index']} was not encoded") from error
+        self._waiting.append(int(job["index"]))
+
+    def replies(self, *, wait_for: int | None = None) -> list[tuple[str, int, Any]]:
+        """Replies that arrived, and every reply up to job ``wait_for`` (blocking for them).
+        Raises ChildProcessError when the helper ended before replying."""
+        out = []
+        while self._waiting and (self._waiting[0] <= (wait_for if wait_for is not None else -1)
+                                 or self._results.poll()):
+            try:
+                kind, index, payload = msgpack.unpackb(self._results.recv_bytes(), raw=False)
+            except (EOFError, OSError) as error:
+                raise ChildProcessError(f"the recorder's helper process {self.pid} ended with "
+                                        f"{len(self._waiting)} chunks unanswered ({self._exit_status()})") from error
+            expected = self._waiting.popleft()
+            if index != expected:
+                raise ChildProcessError(f"helper process replied for chunk {index}, expected {expected}")
+            out.append((kind, index, payload))
+        return out
+
+    def close(self) -> list[tuple[str, int, Any]]:
+        """Every reply still due, then stop the helper and reap it."""
+        try:
+            return self.replies(wait_for=self._waiting[-1]) if self._waiting else []
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop the helper at once (replies still due are lost)."""
+        for connection in (self._jobs, self._results):
+            connection.close()
+        # Killed rather than told: a process the env forked meanwhile may hold the pipe open, so
+        # the helper would never read its end. Its exit takes ~10-20 ms (it unmaps the env's
+        # memory): nothing waits for it; it is reaped at the next fork or at exit.
+        if not self._reaped:  # a reaped pid may name another process by now
+            self._reaped = True
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _EXITING.append(self.pid)
+        _reap_exited(block=False)
+        self._waiting.clear()
+
+    def _exit_status(self) -> str:
+        if self._reaped:
+            return "stopped"
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return "reaped elsewhere"
+        if pid == 0:
+            return "still running"
+        self._reaped = True
+        if os.WIFSIGNALED(status):
+            return f"killed by signal {os.WTERMSIG(status)}"
+        return f"exit status {os.WEXITSTATUS(status)}"
+
+
+_EXITING: list[int] = []  # helpers told to exit and not reaped yet
+
+
+def _reap_exited(*, block: bool) -> None:
+    for pid in list(_EXITING):
+        try:
+            done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the env's)
+            done = pid
+        if done:
+            _EXITING.remove(pid)
+
+
+atexit.register(_reap_exited, block=True)
+
+
+def _serve(jobs: Connection, results: Connection, encode: Callable[[Job], bytes]) -> None:
+    """The helper's life: encode jobs until end-of-file, then leave without running the env's
+    exit handlers or flushing its inherited file buffers (``os._exit``)."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the env's process to handle
+        # A collected cycle could finalize an inherited file object and flush its buffer twice.
+        gc.disable()
+        failed = False
+        while True:
+            try:
+                job = msgpack.unpackb(jobs.recv_bytes(), raw=False)
+            except (EOFError, OSError):
+                break
+            index = int(job["index"])
+            if failed:
+                reply: list[Any] = ["skipped", index, None]
+            else:
+                try:
+                    reply = ["chunk", index, encode(job)]
+                except BaseException as error:  # noqa: BLE001 - reported to the env's process
+                    failed = True
+                    reply = ["error", index,
+                             HookError.capture(int(job.get("first", 0)), "encode_chunk", error).to_dict()]
+            results.send_bytes(msgpack.packb(reply, use_bin_type=True))
+    except BaseException:  # noqa: BLE001 - the env's process sees the pipe close
+        pass
+    finally:
+        os._exit(0)
+
+
+def _grow_pipe(fd: int) -> None:
+    # A chunk record is ~260 kB on Lift; with a 1 MB pipe the helper rarely waits for the env's
+    # process to read (Linux only; the default 64 kB works, with more waiting).
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass

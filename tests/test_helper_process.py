@@ -1,0 +1,143 @@
+"""Chunks encoded in a forked helper process: the same file bytes as in-process, and a helper
+that fails or dies never reaches the env or the caller."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from conftest import make_contact_scene, run_random
+from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym.recording import recorder as recorder_module
+from simuguard_gym.recording.chunk_process import ChunkProcess, SharedArena, helper_processes_available
+from simuguard_gym.wrappers.info_key import INFO_KEY
+
+pytestmark = pytest.mark.skipif(not helper_processes_available(), reason="needs Linux and two CPUs")
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def record(make, directory, steps, *, helper, seed=0, chunk_substeps=64):
+    env = RecordPhysics(make(), directory, chunk_substeps=chunk_substeps, helper_process=helper)
+    forks = []
+    original = ChunkProcess.__init__
+
+    def counting(self, encode):
+        original(self, encode)
+        forks.append(self.pid)
+
+    ChunkProcess.__init__ = counting
+    try:
+        out = run_random(env, steps, seed=seed)
+    finally:
+        ChunkProcess.__init__ = original
+        env.close()
+    return env, out, forks
+
+
+@pytest.mark.parametrize("make", [lambda: make_contact_scene(max_episode_steps=70),
+                                  lambda: gym.make("Pusher-v5", max_episode_steps=60)], ids=["contact-scene", "Pusher"])
+def test_helper_and_in_process_write_the_same_bytes(make, tmp_path):
+    plain, _, none = record(make, tmp_path / "plain", 150, helper=False)
+    helped, out, forks = record(make, tmp_path / "helped", 150, helper=True)
+    substeps = [load_recording(p).substeps for p in helped.paths]
+    # The first episode of two chunks or more forks; later ones fork where the first measured
+    # that a fork pays (this scene forks in about as long as its chunks take to encode).
+    assert none == [] and 1 <= len(forks) <= sum(n >= 128 for n in substeps)
+    assert out[-1][-1][INFO_KEY]["errors"] == []
+    assert [p.read_bytes() for p in plain.paths] == [p.read_bytes() for p in helped.paths]
+    assert replay(load_recording(helped.paths[0])).exact
+
+
+def test_an_episode_shorter_than_two_chunks_forks_nothing(tmp_path):
+    env, _, forks = record(lambda: make_contact_scene(max_episode_steps=25), tmp_path, 75, helper=True)
+    assert forks == [] and [load_recording(p).substeps for p in env.paths] == [125, 125, 125]
+
+
+def test_a_stage_that_outgrows_its_shared_memory_hands_its_bytes_over(tmp_path, monkeypatch):
+    make = lambda: make_contact_scene(max_episode_steps=70)  # noqa: E731
+    plain, _, _ = record(make, tmp_path / "plain", 70, helper=False)
+    monkeypatch.setattr(recorder_module, "_SLOT_RAW_BYTES", 4096)  # a few substeps' contacts
+    monkeypatch.setattr(recorder_module, "_SLOT_EFC_FLOATS", 16)
+    helped, _, forks = record(make, tmp_path / "helped", 70, helper=True)
+    assert forks
+    assert plain.paths[0].read_bytes() == helped.paths[0].read_bytes()
+
+
+def test_a_failure_in_the_helper_is_recorded_and_ends_the_recording(tmp_path):
+    off = run_random(make_contact_scene(max_episode_steps=80), 40, seed=3)
+    env = RecordPhysics(make_contact_scene(max_episode_steps=80), tmp_path, chunk_substeps=64, helper_process=True)
+    original = env.adapter.decode_contacts
+    parent = os.getpid()
+    calls = {"n": 0}
+
+    def failing_in_helper(stage, states, **kwargs):
+        calls["n"] += 1
+        if os.getpid() != parent and calls["n"] == 2:
+            raise Boom("injected failure in the helper")
+        return original(stage, states, **kwargs)
+
+    env.adapter.decode_contacts = failing_in_helper
+    on = run_random(env, 40, seed=3)
+    env.close()
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(a[0], b[0])
+    errors = on[-1][-1][INFO_KEY]["errors"]
+    assert [(e["where"], e["message"]) for e in errors] == [("encode_chunk", "injected failure in the helper")]
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 64 and rec.footer["errors"] == 1 and rec.errors[0]["type"] == "Boom"
+
+
+def test_a_helper_that_dies_is_recorded_and_the_env_runs_on(tmp_path):
+    off = run_random(make_contact_scene(max_episode_steps=200), 120, seed=2)
+    env = RecordPhysics(make_contact_scene(max_episode_steps=200), tmp_path, chunk_substeps=64, helper_process=True)
+    env.action_space.seed(2)
+    out = [env.reset(seed=2)]
+    killed = False
+    for _ in range(120):
+        out.append(env.step(env.action_space.sample()))
+        helper = env.recorder._helper
+        if helper is not None and not killed:
+            os.kill(helper.pid, signal.SIGKILL)
+            killed = True
+    env.close()
+    assert killed
+    for a, b in zip(off, out):
+        np.testing.assert_array_equal(a[0], b[0])
+    errors = out[-1][-1][INFO_KEY]["errors"]
+    assert len(errors) == 1 and errors[0]["where"] == "encode_chunk" and "helper process" in errors[0]["message"]
+    rec = load_recording(env.paths[0], allow_partial=True) if env.paths else None
+    assert rec is not None and rec.footer["errors"] == 1 and rec.substeps % 64 == 0 and rec.substeps < 600
+
+
+def test_shared_arena_refuses_what_it_cannot_hold():
+    arena = SharedArena(1024)
+    arena.array((10, 64), np.uint8)
+    with pytest.raises(MemoryError, match="cannot hold"):
+        arena.array((10, 64), np.uint8)
+
+
+def test_no_fork_where_a_fork_costs_more_than_the_episodes_chunks(tmp_path):
+    """A process that forks slowly (many GB mapped) keeps encoding in-process after its first episode."""
+    env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path, chunk_substeps=64, helper_process=True)
+    run_random(env, 60, seed=1)  # one episode of 300 substeps: forks, with nothing measured yet
+    recorder = env.recorder
+    assert recorder._fork_seconds is not None and recorder._chunk_seconds is not None
+    assert recorder._previous_chunks == 5
+    recorder._fork_seconds = 1000 * recorder._chunk_seconds  # as if forking took a thousand chunks' time
+    forks = []
+    original = ChunkProcess.__init__
+    ChunkProcess.__init__ = lambda self, encode: (forks.append(1), original(self, encode))[1]
+    try:
+        run_random(env, 60, seed=2)
+    finally:
+        ChunkProcess.__init__ = original
+        env.close()
+    assert forks == [] and len(env.paths) == 2
+    assert load_recording(env.paths[1]).substeps == 300
