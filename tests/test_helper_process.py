@@ -141,3 +141,20 @@ def test_no_fork_where_a_fork_costs_more_than_the_episodes_chunks(tmp_path):
         env.close()
     assert forks == [] and len(env.paths) == 2
     assert load_recording(env.paths[1]).substeps == 300
+
+
+def test_an_env_stepped_from_a_thread_records_through_the_helper(tmp_path):
+    import threading
+
+    done = {}
+
+    def evaluate():
+        done["result"] = record(lambda: make_contact_scene(max_episode_steps=60), tmp_path, 60, helper=True)
+
+    worker = threading.Thread(target=evaluate)
+    worker.start()
+    worker.join(timeout=120)
+    env, out, forks = done["result"]
+    assert forks and out[-1][-1][INFO_KEY]["errors"] == []
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 300 and replay(rec).exact

@@ -191,7 +191,7 @@ def _reap_exited(*, block: bool) -> None:
             done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the env's)
             done = pid
-        if done:
+        if done and pid in _EXITING:  # another thread's recorder may have reaped it meanwhile
             _EXITING.remove(pid)
 
 
@@ -202,7 +202,10 @@ def _serve(jobs: Connection, results: Connection, encode: Callable[[Job], bytes]
     """The helper's life: encode jobs until end-of-file, then leave without running the env's
     exit handlers or flushing its inherited file buffers (``os._exit``)."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the env's process to handle
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the env's process to handle
+        except ValueError:  # not the main thread (CPython makes the forking thread the main one)
+            pass
         # A collected cycle could finalize an inherited file object and flush its buffer twice.
         gc.disable()
         failed = False
