@@ -12,6 +12,7 @@ wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift.
 
     python benchmarks/record_overhead.py            # every env available in this environment
     python benchmarks/record_overhead.py --substeps 2000 --repeats 2
+    python benchmarks/record_overhead.py --only Lift --no-helper-process   # all encoding in-process
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ def scripted_actions(env: gym.Env, steps: int) -> np.ndarray | None:
     return np.array(actions)
 
 
-def measure(make: Callable[[], gym.Env], substeps: int, repeats: int) -> dict[str, float]:
+def measure(make: Callable[[], gym.Env], substeps: int, repeats: int, helper_process: bool = True) -> dict[str, float]:
     plain = make()
     directory = tempfile.mkdtemp(prefix="simuguard-bench-")
-    recorded = RecordPhysics(make(), directory)
+    recorded = RecordPhysics(make(), directory, helper_process=helper_process)
     recorded.reset(seed=0)
     recorded.step(recorded.action_space.sample())
     steps = -(-substeps // recorded.recorder.substep)  # env steps for about `substeps` substeps
@@ -109,17 +110,20 @@ def main() -> None:
     parser.add_argument("--substeps", type=int, default=10_000, help="physics substeps per timed run (an episode)")
     parser.add_argument("--repeats", type=int, default=9, help="pairs of timed runs")
     parser.add_argument("--only", help="substring of the env names to run")
+    parser.add_argument("--no-helper-process", action="store_true",
+                        help="encode every chunk in the env's process (RecordPhysics(helper_process=False))")
     args = parser.parse_args()
     import mujoco
 
-    print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps, medians over {args.repeats} pairs\n")
+    print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps, medians over {args.repeats} pairs"
+          f"{', no helper process' if args.no_helper_process else ''}\n")
     print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
           "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, make in candidates().items():
         if args.only and args.only not in name:
             continue
-        r = measure(make, args.substeps, args.repeats)
+        r = measure(make, args.substeps, args.repeats, helper_process=not args.no_helper_process)
         print(f"| {name} | {r['contacts']:.1f} | {r['step_us']:.1f} | {r['added_us']:.1f} | {r['added_pct']:.1f} "
               f"| {r['bytes']:.0f} |", flush=True)
 
