@@ -352,6 +352,12 @@ class StateRows:
         """A buffer of ``n`` rows."""
         return np.empty((n, self.row_bytes), np.uint8)
 
+    @property
+    def targets_key(self) -> tuple[Any, ...]:
+        """Equal for two row forms whose :meth:`targets` of the same buffer are interchangeable
+        (a listener keeps its buffers and targets across episodes while it stays equal)."""
+        return (type(self).__name__, self.row_bytes)
+
     def targets(self, rows: np.ndarray) -> list[Any]:
         """What :attr:`copy` takes for each row of ``rows`` (made once per buffer, not per substep)."""
         return list(rows.view(np.float64))

@@ -722,6 +722,10 @@ class MujocoStateRows(StateRows):
     def targets(self, rows: np.ndarray) -> list[tuple[memoryview, memoryview]]:
         return [(m[:8], m[8:8 + self._span_bytes]) for m in map(memoryview, rows)]
 
+    @property
+    def targets_key(self) -> tuple[Any, ...]:
+        return (type(self).__name__, self.row_bytes, self._span_bytes)
+
     def words(self, elements: np.ndarray) -> np.ndarray:
         words = self._words[np.asarray(elements, np.int64)]
         if (words < 0).any():
