@@ -124,10 +124,6 @@ class ChunkProcess:
         self._waiting: deque[int] = deque()  # indices of jobs without a reply, oldest first
         self._reaped = False
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._waiting)
-
     def submit(self, job: Job) -> None:
         """Queue ``job`` (its ``index`` names the reply); raises ChildProcessError when the helper is gone."""
         try:
@@ -155,7 +151,7 @@ class ChunkProcess:
         return out
 
     def close(self) -> list[tuple[str, int, Any]]:
-        """Every reply still due, then stop the helper and reap it."""
+        """Every reply still due, then stop the helper (reaped later, see :meth:`kill`)."""
         try:
             return self.replies(wait_for=self._waiting[-1]) if self._waiting else []
         finally:
