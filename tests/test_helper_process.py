@@ -158,3 +158,22 @@ def test_an_env_stepped_from_a_thread_records_through_the_helper(tmp_path):
     assert forks and out[-1][-1][INFO_KEY]["errors"] == []
     rec = load_recording(env.paths[0])
     assert rec.substeps == 300 and replay(rec).exact
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_recorders_inside_async_vector_env_workers_fork_their_own_helpers(tmp_path, context):
+    def make(i):
+        return lambda: RecordPhysics(gym.make("Pusher-v5", max_episode_steps=40), tmp_path / str(i), chunk_substeps=64)
+
+    envs = gym.vector.AsyncVectorEnv([make(0), make(1)], context=context)
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    # Per worker: two episodes of 200 substeps (past their second chunk), an autoreset step, 8 steps.
+    for _ in range(90):
+        envs.step(envs.action_space.sample())
+    envs.close()
+    for i in range(2):
+        recordings = [load_recording(p) for p in sorted((tmp_path / str(i)).glob("*.msgpack"))]
+        assert [r.substeps for r in recordings] == [200, 200, 40]
+        assert not any(r.errors for r in recordings)
+        assert replay(recordings[0]).exact
