@@ -99,9 +99,9 @@ class SubstepRecorder:
         self._previous_chunks: int | None = None
         self._arena: SharedArena | None = None
         self._slots: list[_Slot] | None = None  # this episode's
-        self._kept_slots: list[_Slot] | None = None
+        # Kept across episodes with what they were made for (see _shared_slots, _private_rows).
+        self._kept_slots: tuple[Any, list[_Slot]] | None = None
         self._kept_rows: tuple[Any, np.ndarray, np.ndarray, tuple[list[Any], list[Any]]] | None = None
-        self._slots_key: Any = None
         self._encoder: _ChunkEncoder | None = None
         self.active = False
         self._chunk_first = self._row = 0
@@ -294,10 +294,10 @@ class SubstepRecorder:
         encodes the other. Kept across episodes while their rows fit (making the per-substep
         copy targets of 4 x 1024 rows costs ~2 ms, Pusher's whole episode)."""
         key = (cap, self._rows.targets_key)
-        if self._slots_key == key and self._kept_slots is not None:
-            for slot in self._kept_slots:
+        if self._kept_slots is not None and self._kept_slots[0] == key:
+            for slot in self._kept_slots[1]:
                 slot.stage = self.adapter.new_contact_stage(memory=slot.memory)
-            return self._kept_slots
+            return self._kept_slots[1]
         rows_bytes = 2 * cap * self._rows.row_bytes + 2 * SharedArena.ALIGN
         stage_bytes = _SLOT_RAW_BYTES + 8 * _SLOT_EFC_FLOATS + 2 * SharedArena.ALIGN
         if self._arena is None or self._arena.nbytes < 2 * (rows_bytes + stage_bytes):
@@ -309,7 +309,7 @@ class SubstepRecorder:
             after, before = (arena.array((cap, self._rows.row_bytes), np.uint8) for _ in range(2))
             memory = (arena.array((_SLOT_RAW_BYTES,), np.uint8), arena.array((_SLOT_EFC_FLOATS,), np.float64))
             slots.append(_Slot(after, before, memory, self.adapter.new_contact_stage(memory=memory)))
-        self._slots_key, self._kept_slots = key, slots
+        self._kept_slots = (key, slots)
         return slots
 
     def _private_rows(self, cap: int) -> tuple[np.ndarray, np.ndarray, tuple[list[Any], list[Any]]]:
