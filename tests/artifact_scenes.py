@@ -65,6 +65,21 @@ def basket_shoved(speed: float = 1.5) -> tuple[str, np.ndarray]:
     return xml, actions
 
 
+def shoved_after_rest(rest_steps: int = 130, speed: float = 1.5) -> tuple[str, np.ndarray]:
+    """(c) after ``rest_steps`` steps of rest (2.6 s: quiet substeps, which the monitor decodes
+    lightly), with a soft box resting 15 mm deep in the floor beside it all along (a deep
+    penetration flag in those quiet substeps)."""
+    pusher, actuator = _pusher(-0.3, 0.05)
+    xml = _scene(pusher + _bin(name="basket", free=True, size=0.08, height=0.04, mass=0.3)
+                 + """<body name="bread" pos="0 0 0.05"><freejoint/>
+      <geom type="box" size="0.03 0.03 0.025" mass="0.05"/></body>
+      <body name="sunk" pos="0 0.5 0.02"><freejoint/>
+        <geom type="box" size="0.03 0.03 0.03" mass="2" solref="0.2 1" solimp="0.1 0.2 0.05"/></body>""", actuator)
+    actions = np.zeros((rest_steps + 55, 1))
+    actions[rest_steps:rest_steps + 20] = speed
+    return xml, actions
+
+
 def placed_gently() -> tuple[str, np.ndarray]:
     """(d) An object released 1 mm above the floor of a bin, and one on the floor nearby."""
     xml = _scene(_bin() + """<body name="cup" pos="0 0 0.046"><freejoint/>

@@ -88,6 +88,43 @@ DOOR = """<body name="door" pos="0.3 -0.3 0.6"><joint name="hinge" type="hinge" 
   <geom type="box" size="0.1 0.01 0.1" pos="0.1 0 0" mass="0.3"/></body></worldbody>"""
 
 
+def test_contact_points_agree_with_merged_pairs_and_leave_the_rest_staged():
+    """decode_contact_points (the monitor's quiet batches): per substep the same body pairs as
+    decode_contacts, each pair's deepest point its depth, robot self-contact left out; later
+    substeps stay staged and decode as they would have."""
+    model = mujoco.MjModel.from_xml_string(CONTACT_SCENE_XML)
+    data = mujoco.MjData(model)
+    adapter = MujocoAdapter(model, data)
+    stages = adapter.new_contact_stage(), adapter.new_contact_stage()
+    rows = adapter.state_rows()
+    buffer = rows.allocate(300)
+    for step in range(300):
+        data.ctrl[:] = [0.3 * np.sin(step / 40), 0.2 * np.cos(step / 30)]
+        mujoco.mj_step(model, data)
+        rows.copy(rows.targets(buffer)[step])
+        for stage in stages:
+            adapter.capture_contacts(stage)
+    states = rows.states(buffer)
+    pairs = adapter.decode_contacts(stages[0], states)
+    points = adapter.decode_contact_points(stages[1], 200)
+    assert points.counts.sum() > len(points.counts)  # several points per substep, merged below
+    point_sub = np.repeat(np.arange(200), points.counts)
+    pair_sub = np.repeat(np.arange(300), pairs.counts)
+    for k in range(0, 200, 7):
+        mine = points.bodies[point_sub == k]
+        theirs = pairs.bodies[pair_sub == k]
+        assert {tuple(b) for b in mine.tolist()} == {tuple(b) for b in theirs.tolist()}
+        for (a, b), depth in zip(theirs.tolist(), pairs.depth[pair_sub == k]):
+            assert points.depth[point_sub == k][(mine[:, 0] == a) & (mine[:, 1] == b)].max() == depth
+    rest = adapter.decode_contacts(stages[1], states[200:])
+    later = pair_sub >= 200
+    assert np.array_equal(rest.counts, pairs.counts[200:])
+    for field in ("bodies", "depth", "force", "speed"):
+        assert np.array_equal(getattr(rest, field), getattr(pairs, field)[later]), field
+    with pytest.raises(ValueError, match="staged"):
+        adapter.decode_contact_points(adapter.new_contact_stage(), 5)
+
+
 def test_body_states_match_mj_object_velocity():
     """Free bodies (decoded from qpos/qvel) and a hinged door (scratch kinematics) both agree with
     MuJoCo's own body velocities once the env's data is brought forward to the same state."""

@@ -66,6 +66,43 @@ def test_c_basket_shoved_by_the_robot_is_removed_by_the_carrier_stage(tmp_path, 
     assert not detector.artifacts
 
 
+def test_quiet_substeps_decoded_as_points_give_the_same_events_and_flags(tmp_path):
+    """2.6 s of rest before the shove: the monitor decodes those substeps' contacts as points
+    only (touches and depths), and still agrees exactly with the offline pass (run_scene), the
+    soft box's deep penetration counted at every substep."""
+    detector, infos, _ = run_scene(tmp_path, scenes.shoved_after_rest, None, TaskSpec(containers=("basket",)))
+    bread = [e for e in detector.events if e["body"] == "bread"]
+    assert bread and not detector.artifacts
+    assert all(e["carrier"]["carriers"] == ["basket"] and e["onset_substep"] > 1300 for e in bread)
+    (sunk,) = [f for f in detector.flags if "sunk" in f["bodies"]]
+    assert sunk["first_substep"] == 0 and sunk["substeps"] == len(infos) * scenes.FRAME_SKIP
+    assert infos[-1]["simuguard"]["errors"] == []
+
+
+def test_quiet_batches_are_used(tmp_path):
+    xml, actions = scenes.shoved_after_rest()
+    env = ArtifactMonitor(gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP))
+    env.reset(seed=0)
+    for action in actions[:125]:
+        env.step(action)
+    assert env.tap.quiet_drains >= 1  # 2.5 s of rest: batches of up to MAX_DEFERRED_SECONDS (2 s)
+    assert env.tap.waiting >= env.detector.contact_lookback  # held for the next batch
+    env.close()
+
+
+def test_a_tap_full_of_contacts_drains_by_itself_and_detects_the_same(tmp_path, monkeypatch):
+    """Staged contacts over MAX_STAGED_BYTES (here: any) end a batch every 64 substeps."""
+    from simuguard_gym.recording import tap as tap_module
+
+    monkeypatch.setattr(tap_module, "MAX_STAGED_BYTES", 0)
+    sizes = []
+    drain = tap_module.SubstepTap.drain
+    monkeypatch.setattr(tap_module.SubstepTap, "drain", lambda self: (sizes.append(self.waiting), drain(self))[1])
+    detector, infos, _ = run_scene(tmp_path, scenes.shoved_after_rest, None, TaskSpec(containers=("basket",)))
+    assert any(e["body"] == "bread" for e in detector.events) and infos[-1]["simuguard"]["errors"] == []
+    assert max(sizes) <= 64 and detector.substeps == len(infos) * scenes.FRAME_SKIP
+
+
 def test_d_object_placed_gently_gives_nothing(tmp_path):
     detector, infos, _ = run_scene(tmp_path, scenes.placed_gently, monitor_outside=False)
     assert detector.events == [] and detector.flags == []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simuguard_gym.detection import ArtifactDetector, DetectorConfig
-from simuguard_gym.engines.base import BodyTable, ContactPairs
+from simuguard_gym.engines.base import BodyTable, ContactPairs, ContactPoints
 
 DT = 0.002
 G = 9.81
@@ -269,6 +269,41 @@ def test_batching_does_not_change_events():
     cuts = sorted(set(rng.integers(1, ep.n, 60).tolist()))
     assert ep.detect(batches=cuts).events == whole.events and len(whole.events) == 2
     assert ep.detect(batches=list(range(1, ep.n))).events == whole.events
+
+
+def _fed_quiet_until(ep: Episode, quiet: int) -> ArtifactDetector:
+    """Substeps [0, quiet) fed as quiet (contacts as points), the rest in full."""
+    detector = ArtifactDetector(ep.table, ep.tracked, DT, gravity=np.array([0, 0, -G]),
+                                initial_pose=ep.pose[0], initial_vel=ep.vel[0])
+    contacts = ep.contacts()
+    m = int(contacts.counts[:quiet].sum())
+    points = ContactPoints(contacts.counts[:quiet].astype(np.int64), contacts.bodies[:m], contacts.depth[:m])
+    detector.feed_quiet(ep.pose[:quiet], ep.vel[:quiet], points)
+    detector.feed(ep.pose[quiet:], ep.vel[quiet:], ContactPairs(
+        counts=contacts.counts[quiet:], **{f: getattr(contacts, f)[m:] for f in ContactPairs.COLUMNS}))
+    detector.finish()
+    return detector
+
+
+def test_quiet_substeps_fed_as_points_give_the_same_events_and_flags():
+    ep = carried(0.8, 0.6)  # a carrier's contacts just before onset decide the event
+    ep.contact(range(50, 120), 0, 2, depth=0.009)  # a deep penetration while all is quiet
+    whole = ep.detect()
+    lookback = whole.contact_lookback
+    quiet = _fed_quiet_until(ep, ONSET - lookback)
+    assert quiet.events == whole.events and quiet.flags == whole.flags
+    assert len(whole.events) == 1 and whole.events[0]["carrier"]["carriers"] == ["basket"]
+    assert [f["substeps"] for f in whole.flags if f["bodies"] == ["world", "basket"]] == [70]
+
+
+def test_quiet_feeding_refuses_a_candidate():
+    ep = resting_then_launched(2.0)
+    detector = ArtifactDetector(ep.table, ep.tracked, DT)
+    contacts = ep.contacts()
+    points = ContactPoints(contacts.counts.astype(np.int64), contacts.bodies, contacts.depth)
+    with pytest.raises(ValueError, match=f"substep {ONSET} holds an ejection candidate"):
+        detector.feed_quiet(ep.pose, ep.vel, points)
+    assert detector.substeps == 0 and detector.flags == []  # nothing was taken in
 
 
 @pytest.mark.parametrize("field", ["contact_window", "confirm_window", "drop_window", "min_speed"])

@@ -88,6 +88,40 @@ def test_state_rows_gather_exactly_what_mj_getstate_reads():
         assert np.array_equal(changes, in_range), c.name
 
 
+def test_decoding_rows_hold_positions_velocities_and_mocap_only_and_decode_the_same():
+    """The monitor's rows (``decoding_only``) copy time, qpos, qvel and the mocap poses (a span
+    per group) and read 0 elsewhere; decoding them gives the bits that full states give."""
+    adapter = None
+    for k, (model, data) in enumerate(run_scene(300)):
+        if adapter is None:
+            adapter = MujocoAdapter(model, data)
+            full, rows = adapter.state_rows(), adapter.state_rows(decoding_only=True)
+            assert isinstance(rows, MujocoStateRows) and rows.row_bytes < full.row_bytes / 2
+            buffers = full.allocate(300), rows.allocate(300)
+            targets = full.targets(buffers[0]), rows.targets(buffers[1])
+            stages = MujocoContactStage(), MujocoContactStage()
+        for form, buffer, stage in zip((full, rows), buffers, stages):
+            form.copy(form.targets(buffer)[k])
+            adapter.capture_contacts(stage)
+    states, decoding = full.states(buffers[0]), rows.states(buffers[1])
+    copied = np.zeros(rows.size, bool)
+    for c in adapter.state_layout():
+        copied[c.offset:c.offset + c.size] = c.name in MujocoAdapter.DECODE_COMPONENTS
+    assert copied.sum() < rows.size and adapter._component("mocap_pos").size
+    assert np.array_equal(decoding[:, copied].view(np.uint64), states[:, copied].view(np.uint64))
+    assert not decoding[:, ~copied].any() and states[:, ~copied].any()
+    assert np.array_equal(rows.gather(buffers[1], np.arange(rows.size)), decoding)
+    with pytest.raises(ValueError, match="every component"):
+        rows.word_ranges(adapter.state_layout())
+    ids = np.arange(1, model.nbody)  # the paddle (hinge: kinematics), free boxes, the mocap body
+    decoded = [adapter.decode_chunk(stage, s, ids) for stage, s in zip(stages, (states, decoding))]
+    for one, other in zip(decoded[0][:2], decoded[1][:2]):
+        assert np.array_equal(one.view(np.uint64), other.view(np.uint64))
+    pairs = [d[2] for d in decoded]
+    assert pairs[0].bodies.size and np.array_equal(pairs[0].speed.view(np.uint32), pairs[1].speed.view(np.uint32))
+    assert np.array_equal(adapter.body_states_of_rows(rows, buffers[1], ids[1:4])[1], decoded[0][1][:, 1:4])
+
+
 def test_recordings_from_memory_rows_equal_those_from_state_vectors():
     """The recorder's columns (writes, fingerprints, snapshots, bodies, contacts) are the same bits
     whether its rows are MuJoCo's memory or plain ``mj_getState`` vectors, also when the env runs

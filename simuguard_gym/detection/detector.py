@@ -20,7 +20,7 @@ import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.false_contact import CollisionPieces, check_contact
-from simuguard_gym.engines.base import BodyTable, ContactPairs
+from simuguard_gym.engines.base import BodyTable, ContactPairs, ContactPoints
 
 _NEVER = np.iinfo(np.int64).min // 4
 
@@ -56,6 +56,16 @@ class _Pairs:
 
 
 _PAIR_FIELDS = ("sub", "bodies", "depth", "abs_force", "pieces", "normal", "speed")
+
+
+@dataclass
+class _Points:
+    """Contact points of quiet substeps, with the absolute substep of each: what touches and
+    flags read (the same fields as :class:`_Pairs`)."""
+
+    sub: np.ndarray
+    bodies: np.ndarray
+    depth: np.ndarray
 
 
 class ArtifactDetector:
@@ -159,33 +169,68 @@ class ArtifactDetector:
         ordered = sorted(self._flags.items(), key=lambda item: (item[1]["first_substep"], item[0]))
         return [dict(f) for _, f in ordered]
 
+    @property
+    def contact_lookback(self) -> int:
+        """How many substeps before an onset an event examines contacts from (carrier and
+        contact windows): the contacts of older substeps only ever count as touches and flags."""
+        return max(self._w_contact, self._w_carrier)
+
     def feed(self, pose: np.ndarray, vel: np.ndarray, contacts: ContactPairs) -> list[dict[str, Any]]:
         """Add the next substeps; return the events decided with them (artifacts or not)."""
+        n = self._check_batch(pose, vel, contacts.counts)
+        if n == 0:
+            return []
+        return self._advance(pose, vel, _Pairs.of(contacts, self.substeps), keep_pairs=True)
+
+    def feed_quiet(self, pose: np.ndarray, vel: np.ndarray, points: ContactPoints) -> list[dict[str, Any]]:
+        """Add the next substeps, known to be quiet, with their contacts as points only.
+
+        Quiet: no candidate open, no monitored body faster than ``min_speed`` in them, and at
+        least :attr:`contact_lookback` substeps fed after them before the next onset can occur
+        (the caller holds those back). No event can start in such substeps nor examine their
+        contacts, so touches and flags are all that is read of them: the events and flags are
+        those :meth:`feed` gives with the full contacts. Raises ValueError where the substeps
+        are not quiet (a candidate among them), before changing anything.
+        """
+        n = self._check_batch(pose, vel, points.counts)
+        if n == 0:
+            return []
+        if self.open_candidates:
+            raise ValueError("feed_quiet with a candidate open: its event may examine these contacts")
+        sub = self.substeps + np.repeat(np.arange(n, dtype=np.int64), points.counts)
+        return self._advance(pose, vel, _Points(sub, points.bodies.astype(np.int64), points.depth), keep_pairs=False)
+
+    def _check_batch(self, pose: np.ndarray, vel: np.ndarray, counts: np.ndarray) -> int:
         if self.finished:
             raise RuntimeError("the detector has finished this episode; make a new one")
         n = len(pose)
         ntrack = len(self.tracked)
-        if pose.shape != (n, ntrack, 7) or vel.shape != (n, ntrack, 6) or len(contacts.counts) != n:
+        if pose.shape != (n, ntrack, 7) or vel.shape != (n, ntrack, 6) or len(counts) != n:
             raise ValueError(f"expected poses ({n}, {ntrack}, 7), velocities ({n}, {ntrack}, 6) and contacts of "
-                             f"{n} substeps; got {pose.shape}, {vel.shape}, {len(contacts.counts)}")
-        if n == 0:
-            return []
+                             f"{n} substeps; got {pose.shape}, {vel.shape}, {len(counts)}")
+        return n
+
+    def _advance(self, pose: np.ndarray, vel: np.ndarray, pairs: "_Pairs | _Points", keep_pairs: bool
+                 ) -> list[dict[str, Any]]:
+        n = len(pose)
         first = self.substeps
-        pairs = _Pairs.of(contacts, first)
         v = vel[:, :, :3]
         speed = np.linalg.norm(v, axis=2)
         dv = np.linalg.norm(np.diff(np.concatenate([self._vel[-1:], v]), axis=0), axis=2)
         touch, touch_container = self._touches(pairs, first, n)
-        self._flag(pairs, pose, vel, speed, first)
-        np.fmax(self.peak_speed, speed.max(axis=0), out=self.peak_speed)
         # Stage 1 candidates, vectorised: recent contact, fast, sudden velocity change.
         k = first + np.arange(n)
         last = np.maximum.accumulate(np.where(touch, k[:, None], _NEVER), axis=0)
         last = np.maximum(last, self._last_touch[None])
-        self._last_touch = last[-1]
         recent = k[:, None] - last <= self._w_contact
         raw = recent & (speed > self.config.min_speed) & (dv >= self._dv_min) & self.monitored[None]
         rows, cols = np.nonzero(raw)
+        if not keep_pairs and len(rows):
+            raise ValueError(f"feed_quiet: substep {first + int(rows[0])} holds an ejection candidate; "
+                             "feed it with its contacts")
+        self._last_touch = last[-1]
+        self._flag(pairs, pose, vel, speed, first)
+        np.fmax(self.peak_speed, speed.max(axis=0), out=self.peak_speed)
         for row, col in zip(rows.tolist(), cols.tolist()):
             self._pending[col].append(first + row)
         self._pos = np.concatenate([self._pos, pose[:, :, :3]])
@@ -195,7 +240,8 @@ class ArtifactDetector:
         self._dv = np.concatenate([self._dv, dv])
         self._touch = np.concatenate([self._touch, touch])
         self._touch_container = np.concatenate([self._touch_container, touch_container])
-        self._pairs = self._pairs + pairs
+        if keep_pairs:  # quiet substeps' contacts are never examined again (feed_quiet)
+            self._pairs = self._pairs + pairs
         self.substeps += n
         decided = self._decide(final=False)
         self._trim()
@@ -210,7 +256,7 @@ class ArtifactDetector:
         return decided
 
     # ------------------------------------------------------------------ stage 1
-    def _touches(self, pairs: _Pairs, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _touches(self, pairs: _Pairs | _Points, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         touch = np.zeros((n, len(self.tracked)), bool)
         touch_container = np.zeros_like(touch)
         row = pairs.sub - first
@@ -370,7 +416,7 @@ class ArtifactDetector:
         return {"partner": self.bodies.names[partner], "partner_id": partner, "contact": contact}
 
     # ------------------------------------------------------------------ flags
-    def _flag(self, pairs: _Pairs, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
+    def _flag(self, pairs: _Pairs | _Points, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
         c, names = self.config, self.bodies.names
         deep = np.flatnonzero((pairs.depth > c.max_penetration)
                               & ~(self._robot[pairs.bodies[:, 0]] & self._robot[pairs.bodies[:, 1]]))

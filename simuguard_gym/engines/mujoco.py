@@ -28,8 +28,8 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, SpeedBound, StateComponent,
-                                       StateRows, SubstepHooks, staged_counts)
+from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, ContactPoints, SpeedBound,
+                                       StateComponent, StateRows, SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
 from simuguard_gym.engines.mujoco_struct import live_fields
 from simuguard_gym.engines.vector_math import cross, quat_to_mat
@@ -77,6 +77,9 @@ class MujocoAdapter(BodyTableMixin):
     #: first half (mj_step1) neither reads nor writes: a write to them may be replayed between the
     #: halves whenever it happened. Every other component is replayed before mj_step1.
     SPLIT_LATE_COMPONENTS = frozenset({"ctrl", "qfrc_applied", "xfrc_applied", "warmstart"})
+    #: What body_states, decode_chunk and speed_bound read of a state: MuJoCo's kinematics reads
+    #: positions, velocities and mocap poses, never actuation, applied forces or the warm start.
+    DECODE_COMPONENTS = frozenset({"time", "qpos", "qvel", "mocap_pos", "mocap_quat"})
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, *, owner: Any = None,
                  flavour: str = "raw") -> None:
@@ -324,10 +327,14 @@ class MujocoAdapter(BodyTableMixin):
     def read_state(self, out: np.ndarray) -> None:
         mujoco.mj_getState(self.model, self.data, out, _INTEGRATION)
 
-    def state_rows(self) -> StateRows:
+    def state_rows(self, *, decoding_only: bool = False) -> StateRows:
         """MuJoCo's own memory (two memcpys per substep) where its layout checks out, else rows
-        filled by ``mj_getState``."""
-        rows = MujocoStateRows.of(self.model, self.data, self._layout)
+        filled by ``mj_getState``. ``decoding_only``: rows of the components that decoding reads
+        (``DECODE_COMPONENTS``; the others read as 0), a sixth of Lift's 2 KB. Timed in place the
+        copy costs the same; side by side, rows of Lift's first 256 bytes ran ~1.4 us per substep
+        cheaper (robosuite's own step slowed less by what the copies read and write)."""
+        rows = MujocoStateRows.of(self.model, self.data, self._layout,
+                                  self.DECODE_COMPONENTS if decoding_only else None)
         return rows if rows is not None else StateRows(self.read_state, self.state_size)
 
     def write_state(self, state: np.ndarray) -> None:
@@ -437,13 +444,7 @@ class MujocoAdapter(BodyTableMixin):
         if cols.size:
             qpos = self._free_qpos[ids[cols]][:, None] + np.arange(7)
             qvel = self._free_qvel[ids[cols]][:, None] + np.arange(6)
-            q, v = states[:, qpos], states[:, qvel]  # (n, free bodies, 7 / 6)
-            rot = quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, cols.size, 3, 3)
-            omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
-            offset = np.einsum("nbij,bj->nbi", rot, m.body_ipos[ids[cols]])
-            pose[:, cols] = q
-            vel[:, cols, :3] = v[..., :3] + cross(omega, offset)
-            vel[:, cols, 3:] = omega
+            self._free_body_states(states[:, qpos], states[:, qvel], ids[cols], pose, vel, cols)
         slow = np.flatnonzero(~is_free)
         if slow.size:
             computed = self._kinematics(states)
@@ -451,6 +452,36 @@ class MujocoAdapter(BodyTableMixin):
                 kinematics["all"] = computed
             _fill_from_kinematics(m, computed, ids[slow], pose, vel, slow)
         return pose, vel
+
+    def body_states_of_rows(self, rows: "StateRows", buffer: np.ndarray, ids: np.ndarray
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`body_states` of the states held in ``buffer``'s rows (``rows``' form), bit for bit;
+        where every body of ``ids`` is free only their qpos and qvel are gathered from the rows,
+        without building whole state vectors."""
+        free_qpos = self._free_qpos[ids]
+        if not len(ids) or (free_qpos < 0).any():
+            return self.body_states(rows.states(buffer), ids)
+        n, k = len(buffer), len(ids)
+        qpos, qvel = free_qpos[:, None] + np.arange(7), self._free_qvel[ids][:, None] + np.arange(6)
+        words = buffer.view(np.float64)
+        # Indexed exactly as body_states indexes its states: the results' memory layout is the
+        # same, and einsum's sums (hence the last bits) follow the layout.
+        q, v = words[:, rows.words(qpos)], words[:, rows.words(qvel)]
+        pose, vel = np.zeros((n, k, 7)), np.zeros((n, k, 6))
+        self._free_body_states(q, v, ids, pose, vel, np.arange(k))
+        return pose, vel
+
+    def _free_body_states(self, q: np.ndarray, v: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
+                          cols: np.ndarray) -> None:
+        """Fill ``pose``/``vel`` columns ``cols`` with free bodies ``ids`` from their qpos (n, b, 7)
+        and qvel (n, b, 6)."""
+        n = len(q)
+        rot = quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, len(ids), 3, 3)
+        omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
+        offset = np.einsum("nbij,bj->nbi", rot, self.model.body_ipos[ids])
+        pose[:, cols] = q
+        vel[:, cols, :3] = v[..., :3] + cross(omega, offset)
+        vel[:, cols, 3:] = omega
 
     def speed_bound(self, ids: np.ndarray) -> SpeedBound:
         """sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| bounds a free body's centre-of-mass speed
@@ -582,6 +613,31 @@ class MujocoAdapter(BodyTableMixin):
         pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest], kinematics)
         return pairs
 
+    def decode_contact_points(self, stage: "MujocoContactStage", substeps: int) -> ContactPoints:
+        """The bodies and depth of each contact point of the first ``substeps`` staged substeps,
+        which leave the stage (later ones stay staged): a few gathers from the records, where
+        :meth:`decode_contacts` runs some hundred numpy calls."""
+        counts = np.asarray(stage.counts[:substeps], dtype=np.int64)
+        if len(counts) != substeps:
+            raise ValueError(f"{substeps} substeps asked for but {len(stage.counts)} staged")
+        record_bytes = int(counts.sum()) * self._contact_stride if counts.any() else 0
+        if not record_bytes:
+            stage.drop_first(substeps, 0)
+            return ContactPoints(counts, np.zeros((0, 2), np.int32), np.zeros(0, np.float32))
+        if len(stage.raw) < record_bytes:
+            raise ValueError(f"the stage holds {len(stage.raw)} bytes of contacts, its counts say {record_bytes}")
+        con = np.frombuffer(stage.raw[:record_bytes], dtype=self._contact_dtype)
+        bodies = self._geom_body[con["geom"]]
+        depth = (-con["dist"]).astype(np.float32)  # ContactPairs' depth: float32 of -dist
+        stage.drop_first(substeps, record_bytes)
+        self.body_table()  # roles (robot mask) of the current model
+        keep = ~self._robot_mask[bodies].all(axis=1)
+        if not keep.all():
+            counts = np.bincount(np.repeat(np.arange(substeps), counts)[keep], minlength=substeps)
+            bodies, depth = bodies[keep], depth[keep]
+        bodies.sort(axis=1)
+        return ContactPoints(counts, bodies.astype(np.int32), depth)
+
     def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray,
                      kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> np.ndarray:
         """Speed of each body's material point at the pair's deepest contact point, after the
@@ -641,24 +697,32 @@ class MujocoStateRows(StateRows):
     MuJoCo's alignment padding between the arrays), copied as bytes per substep; :meth:`states`
     gathers ``mj_getState``'s vector out of a batch of rows (eq_active: bytes to floats).
 
+    Rows of some components only (``of(..., components=...)``) copy one span per group of them
+    that lie side by side (qpos and qvel; the mocap poses) and leave the others out: their
+    elements read as 0 in :meth:`states` and :meth:`gather`.
+
     Built only when every component is located and one row gathers to exactly ``mj_getState``'s
     vector; :meth:`of` returns None otherwise.
     """
 
     #: MjData attribute of each state component whose name differs from it.
     _ATTRIBUTES = {"warmstart": "qacc_warmstart", "plugin": "plugin_state"}
+    #: Word of an element (in ``_words``) stored as a byte (eq_active), and of one not copied.
+    _BYTE, _ABSENT = -1, -2
 
-    def __init__(self, time_bytes: memoryview, span: memoryview, floats: np.ndarray, byte_columns: np.ndarray,
-                 bytes_at: np.ndarray) -> None:
+    def __init__(self, time_bytes: memoryview, spans: list[memoryview], floats: np.ndarray,
+                 byte_columns: np.ndarray, bytes_at: np.ndarray) -> None:
         self.size = len(floats)
-        self.row_bytes = 8 + -(-len(span) // 8) * 8
+        self._span_bytes = tuple(len(span) for span in spans)
+        self._span_at = np.cumsum([8] + [-(-b // 8) * 8 for b in self._span_bytes]).tolist()
+        self.row_bytes = self._span_at[-1]
         self._byte_columns, self._bytes_at = byte_columns, bytes_at
         self._words = floats
-        self._span_bytes = len(span)
+        self._absent = np.flatnonzero(floats == self._ABSENT)
         # Runs of state elements that sit side by side in a row too: (first element, its row word, length).
         self._runs: list[tuple[int, int, int]] = []
         for element, word in enumerate(floats.tolist()):
-            if word < 0:  # a byte element (eq_active), gathered apart
+            if word < 0:  # a byte element (eq_active), gathered apart, or one not copied
                 continue
             at, source, length = self._runs[-1] if self._runs else (-2, -2, 0)
             if element == at + length and word == source + length:
@@ -666,61 +730,96 @@ class MujocoStateRows(StateRows):
             else:
                 self._runs.append((element, word, 1))
 
-        def copy(target: tuple[memoryview, memoryview], time: memoryview = time_bytes, span: memoryview = span) -> None:
-            to_time, to_span = target
-            to_time[:] = time
-            to_span[:] = span
+        # One closure per span count (of() makes at most two): this runs every substep.
+        if len(spans) == 1:
+            def copy(target: tuple[memoryview, ...], time: memoryview = time_bytes,
+                     span: memoryview = spans[0]) -> None:
+                to_time, to_span = target
+                to_time[:] = time
+                to_span[:] = span
+        else:
+            def copy(target: tuple[memoryview, ...], time: memoryview = time_bytes, first: memoryview = spans[0],
+                     second: memoryview = spans[1]) -> None:
+                to_time, to_first, to_second = target
+                to_time[:] = time
+                to_first[:] = first
+                to_second[:] = second
 
         self.copy = copy
 
     @classmethod
-    def of(cls, model: mujoco.MjModel, data: mujoco.MjData, layout: list[StateComponent]) -> "MujocoStateRows | None":
+    def of(cls, model: mujoco.MjModel, data: mujoco.MjData, layout: list[StateComponent],
+           components: frozenset[str] | None = None) -> "MujocoStateRows | None":
         fields = live_fields(data)
         if fields is None:
             return None
         located = []  # (component, address, dtype) of the components in the buffer
         for c in layout:
-            if c.size == 0 or c.name == "time":
+            if c.size == 0 or c.name == "time" or (components is not None and c.name not in components):
                 continue
             array = getattr(data, cls._ATTRIBUTES.get(c.name, c.name), None)
             if not isinstance(array, np.ndarray) or array.size != c.size or not array.flags.c_contiguous \
                     or array.dtype not in (np.float64, np.uint8, np.bool_):
                 return None
             located.append((c, array.__array_interface__["data"][0], array.dtype))
-        start = min((at for _, at, _ in located), default=0)
-        end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
+        located.sort(key=lambda x: x[1])
         size = sum(c.size for c in layout)
-        if end - start > 4 * 8 * size + 4096:  # scattered: the span would copy mostly other arrays
-            return None
-        # The float64 word of each state element in a row (time: word 0; -1: a byte element).
-        floats = np.full(size, -1, np.int64)
+        if components is None:  # every component: one span, MuJoCo's padding and all
+            groups = [located] if located else []
+            start = min((at for _, at, _ in located), default=0)
+            end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
+            if end - start > 4 * 8 * size + 4096:  # scattered: the span would copy mostly other arrays
+                return None
+        else:  # some: a span per group of arrays apart by no more than alignment padding
+            groups = []
+            for item in located:
+                c, at, dtype = item
+                if groups:
+                    last_c, last_at, last_dtype = groups[-1][-1]
+                    if at - (last_at + last_c.size * last_dtype.itemsize) <= 256:
+                        groups[-1].append(item)
+                        continue
+                groups.append([item])
+            if len(groups) > 2:  # not the decoding components' layout: plain rows serve
+                return None
+        # The float64 word of each state element in a row (time: word 0).
+        floats = np.full(size, cls._ABSENT if components is not None else cls._BYTE, np.int64)
         for c in layout:
             if c.name == "time":
                 floats[c.offset:c.offset + c.size] = 0
-        byte_columns, bytes_at = [], []
-        for c, at, dtype in located:
-            offset = 8 + at - start
-            if dtype == np.float64:
-                if offset % 8:
-                    return None
-                floats[c.offset:c.offset + c.size] = offset // 8 + np.arange(c.size)
-            else:
-                byte_columns.extend(range(c.offset, c.offset + c.size))
-                bytes_at.extend(range(offset, offset + c.size))
-        span = memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B") if end > start \
-            else memoryview(b"")
-        rows = cls(fields.time_bytes, span, floats, np.array(byte_columns, np.int64), np.array(bytes_at, np.int64))
-        # One row must gather to exactly what mj_getState reads, or the rows are not used.
+        byte_columns, bytes_at, spans = [], [], []
+        row_at = 8
+        for group in groups:
+            start = min(at for _, at, _ in group)
+            end = max(at + c.size * dtype.itemsize for c, at, dtype in group)
+            for c, at, dtype in group:
+                offset = row_at + at - start
+                if dtype == np.float64:
+                    if offset % 8:
+                        return None
+                    floats[c.offset:c.offset + c.size] = offset // 8 + np.arange(c.size)
+                else:
+                    floats[c.offset:c.offset + c.size] = cls._BYTE
+                    byte_columns.extend(range(c.offset, c.offset + c.size))
+                    bytes_at.extend(range(offset, offset + c.size))
+            spans.append(memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B"))
+            row_at += -(-(end - start) // 8) * 8
+        if not spans:
+            spans = [memoryview(b"")]
+        rows = cls(fields.time_bytes, spans, floats, np.array(byte_columns, np.int64), np.array(bytes_at, np.int64))
+        # One row must gather to exactly what mj_getState reads (0 where not copied), or the rows are not used.
         buffer = rows.allocate(1)
         rows.copy(rows.targets(buffer)[0])
         expected = np.empty(rows.size)
         mujoco.mj_getState(model, data, expected, _INTEGRATION)
+        expected[rows._absent] = 0.0
         if rows.states(buffer).tobytes() != expected.tobytes():
             return None
         return rows
 
-    def targets(self, rows: np.ndarray) -> list[tuple[memoryview, memoryview]]:
-        return [(m[:8], m[8:8 + self._span_bytes]) for m in map(memoryview, rows)]
+    def targets(self, rows: np.ndarray) -> list[tuple[memoryview, ...]]:
+        at, size = self._span_at, self._span_bytes
+        return [(m[:8], *(m[at[i]:at[i] + size[i]] for i in range(len(size)))) for m in map(memoryview, rows)]
 
     @property
     def targets_key(self) -> tuple[Any, ...]:
@@ -729,10 +828,12 @@ class MujocoStateRows(StateRows):
     def words(self, elements: np.ndarray) -> np.ndarray:
         words = self._words[np.asarray(elements, np.int64)]
         if (words < 0).any():
-            raise ValueError("words() locates float state elements only (eq_active is stored as bytes)")
+            raise ValueError("words() locates copied float state elements only (eq_active is stored as bytes)")
         return words
 
     def word_ranges(self, components: list[StateComponent]) -> np.ndarray:
+        if len(self._absent):
+            raise ValueError("word_ranges() needs rows of every component")
         # The word of each element: its float's, or the word that holds its byte.
         word = self._words.copy()
         word[self._byte_columns] = self._bytes_at // 8
@@ -743,14 +844,16 @@ class MujocoStateRows(StateRows):
         elements = np.asarray(elements, np.int64)
         words = self._words[elements]
         out = np.take(rows.view(np.float64), np.maximum(words, 0), axis=1)
-        is_byte = words < 0
-        if is_byte.any():  # eq_active: bytes to floats, as in states()
-            out[:, is_byte] = rows[:, self._bytes_at[np.searchsorted(self._byte_columns, elements[is_byte])]]
+        if (words < 0).any():
+            is_byte = words == self._BYTE
+            if is_byte.any():  # eq_active: bytes to floats, as in states()
+                out[:, is_byte] = rows[:, self._bytes_at[np.searchsorted(self._byte_columns, elements[is_byte])]]
+            out[:, words == self._ABSENT] = 0.0
         return out
 
     def states(self, rows: np.ndarray) -> np.ndarray:
         words = rows.view(np.float64)
-        out = np.empty((len(rows), self.size))
+        out = np.empty((len(rows), self.size)) if not len(self._absent) else np.zeros((len(rows), self.size))
         for at, source, length in self._runs:  # a few whole-column copies, not a gather per element
             out[:, at:at + length] = words[:, source:source + length]
         if len(self._byte_columns):
@@ -799,6 +902,16 @@ class MujocoContactStage:
         self._efc_used = hi
         self.counts.append(n)
         self.efc_counts.append(len(efc) >> 3)
+
+    def drop_first(self, substeps: int, record_bytes: int) -> None:
+        """Forget the first ``substeps`` staged substeps (their records take ``record_bytes``);
+        the later ones move to the front."""
+        efc_bytes = 8 * sum(self.efc_counts[:substeps])
+        raw_left, efc_left = self._raw_used - record_bytes, self._efc_used - efc_bytes
+        self._raw[:raw_left] = self._raw[record_bytes:self._raw_used]  # numpy copies overlaps safely
+        self._efc[:efc_left >> 3] = self._efc[efc_bytes >> 3:self._efc_used >> 3]
+        self._raw_used, self._efc_used = raw_left, efc_left
+        del self.counts[:substeps], self.efc_counts[:substeps]
 
     def add_empty(self) -> None:
         """Stage a substep without contacts."""

@@ -269,8 +269,8 @@ class SapienAdapter(BodyTableMixin):
             out[at] = joint.drive_velocity_target[0]
             at += 1
 
-    def state_rows(self) -> StateRows:
-        return StateRows(self.read_state, self.state_size)
+    def state_rows(self, *, decoding_only: bool = False) -> StateRows:
+        return StateRows(self.read_state, self.state_size)  # every component, whatever the use
 
     def write_state(self, state: np.ndarray) -> None:
         """Set what differs from the current state, through the env-facing setters."""

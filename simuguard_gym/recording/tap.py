@@ -12,16 +12,25 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, report_failure
+from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, report_failure
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
+QuietSink = Callable[[np.ndarray, np.ndarray, ContactPoints], None]
+
+#: A batch is handed over once its staged contacts take this many bytes (checked every 64
+#: substeps), whatever its length: memory stays bounded on scenes with thousands of contact points.
+MAX_STAGED_BYTES = 32 * 1024 * 1024
 
 
 class SubstepTap:
     """Substep listener that hands ``sink(pose, vel, contacts)`` batches of decoded substeps.
 
-    A batch is handed over at every ``drain()`` and whenever ``max_batch`` substeps are waiting,
-    which bounds memory when one env step runs thousands of substeps.
+    A batch is handed over at every ``drain()`` and whenever ``max_batch`` substeps or
+    ``MAX_STAGED_BYTES`` of contacts are waiting, which bounds memory when one env step runs
+    thousands of substeps. ``drain_quiet()`` hands substeps to ``quiet_sink(pose, vel, points)``
+    with their contacts as points only (which bodies touch, how deep), for a consumer that knows
+    it will never examine those contacts further; adapters without ``decode_contact_points`` get
+    a full ``drain()`` instead.
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
@@ -36,17 +45,19 @@ class SubstepTap:
     [7]
     """
 
-    def __init__(self, adapter: PhysicsAdapter, sink: BatchSink, *, max_batch: int = 1024,
-                 on_error: Callable[[HookError], None] | None = None) -> None:
+    def __init__(self, adapter: PhysicsAdapter, sink: BatchSink, *, max_batch: int = 2048,
+                 on_error: Callable[[HookError], None] | None = None, quiet_sink: QuietSink | None = None) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be positive")
         self.adapter = adapter
         self.sink = sink
+        self.quiet_sink = quiet_sink
         self.max_batch = int(max_batch)
         self.on_error = on_error
         self.active = False
         self.substep = 0
-        self.drains = 0  # batches handed over so far
+        self.drains = 0  # batches handed over so far (either sink)
+        self.quiet_drains = 0  # of which to quiet_sink
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         self._kept_rows: tuple[Any, np.ndarray, list[Any]] | None = None
@@ -57,14 +68,15 @@ class SubstepTap:
         self.initial_state = np.empty(sum(c.size for c in a.state_layout()))
         a.read_state(self.initial_state)
         self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
-        self._state_rows = a.state_rows()
-        # The rows and their copy targets (made once, not per substep; ~1 ms for 1024 rows) are
+        self._state_rows = a.state_rows(decoding_only=True)  # the rows are only ever decoded
+        # The rows and their copy targets (made once, not per substep; ~1 ms per 1024 rows) are
         # kept across episodes while they fit: a drained batch leaves nothing in them.
         key = (self.max_batch, self._state_rows.targets_key)
         if self._kept_rows is None or self._kept_rows[0] != key:
             states = self._state_rows.allocate(self.max_batch)
             self._kept_rows = (key, states, self._state_rows.targets(states))
         _, self._states, self._rows = self._kept_rows
+        self._state_words = self._states.view(np.float64)  # for waiting_elements, per env step
         self._read, self._capture = self._state_rows.copy, a.capture_contacts
         self._located: tuple[Any, Any] = (None, None)  # (elements, their words in a row)
         self._stage = a.new_contact_stage(reuse=self._stage)
@@ -88,7 +100,7 @@ class SubstepTap:
             self._capture(self._stage)
             self._row = row + 1
             self.substep += 1
-            if row + 1 == self.max_batch:
+            if row + 1 == self.max_batch or (row & 63 == 63 and self._stage.nbytes > MAX_STAGED_BYTES):
                 self.drain()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             report_failure(self, "after_substep", error)
@@ -108,8 +120,12 @@ class SubstepTap:
         """State ``elements`` (n, len(elements); float components only) after the waiting substeps
         ``since`` on, read straight from the rows (no whole state vectors are built)."""
         if elements is not self._located[0]:  # callers pass one array per episode
-            self._located = (elements, self._state_rows.words(elements))
-        return self._states[since:self._row].view(np.float64)[:, self._located[1]]
+            words = self._state_rows.words(elements)
+            # One object's qvel sits in consecutive words: a slice, no gather (this runs per env step).
+            if len(words) and np.array_equal(words, np.arange(words[0], words[0] + len(words))):
+                words = slice(int(words[0]), int(words[0]) + len(words))
+            self._located = (elements, words)
+        return self._state_words[since:self._row, self._located[1]]
 
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
@@ -121,3 +137,26 @@ class SubstepTap:
         states = self._state_rows.states(self._states[:n])
         pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
         self.sink(pose, vel, contacts)
+
+    def drain_quiet(self, keep: int) -> None:
+        """Hand all waiting substeps but the last ``keep`` to ``quiet_sink``, their contacts as
+        :class:`ContactPoints`; the last ``keep`` stay waiting, contacts and all, for the next drain."""
+        n = self._row
+        if not self.active or n <= keep:
+            return
+        decode_points = getattr(self.adapter, "decode_contact_points", None)
+        if self.quiet_sink is None or decode_points is None:
+            self.drain()
+            return
+        first = n - keep
+        of_rows = getattr(self.adapter, "body_states_of_rows", None)
+        if of_rows is not None:
+            pose, vel = of_rows(self._state_rows, self._states[:first], self.tracked)
+        else:
+            pose, vel = self.adapter.body_states(self._state_rows.states(self._states[:first]), self.tracked)
+        points = decode_points(self._stage, first)
+        self._states[:keep] = self._states[first:n]  # numpy copies overlaps safely
+        self._row = keep
+        self.drains += 1
+        self.quiet_drains += 1
+        self.quiet_sink(pose, vel, points)

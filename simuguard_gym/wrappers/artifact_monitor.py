@@ -10,7 +10,7 @@ import gymnasium as gym
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
-from simuguard_gym.engines.base import ContactPairs, HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
 from simuguard_gym.wrappers.info_key import with_simuguard
@@ -19,10 +19,15 @@ logger = logging.getLogger(__name__)
 
 ON_ARTIFACT = ("ignore", "truncate")
 
-#: Quiet substeps wait to be decoded for at most this much simulated time (and at most as many
-#: substeps as the tap holds): decoding costs a fixed ~100 us of numpy calls per batch, whatever
-#: its size, and only the flags of quiet substeps come late by it, never an event.
-MAX_DEFERRED_SECONDS = 1.0
+#: Quiet substeps wait to be decoded for at most this much simulated time (and at most three
+#: quarters of the substeps the tap holds): decoding costs a fixed ~1 ms per batch inside
+#: robosuite's step, and only the flags of quiet substeps come late by it, never an event.
+MAX_DEFERRED_SECONDS = 2.0
+
+#: A substep counts as quiet while every monitored object's speed bound stays this fraction under
+#: ``min_speed``: far above the rounding between the bound and the decoded speed, so that no
+#: candidate can start in a substep taken for quiet.
+QUIET_MARGIN = 1e-9
 
 
 class ArtifactMonitor(gym.Wrapper):
@@ -42,8 +47,11 @@ class ArtifactMonitor(gym.Wrapper):
 
     Quiet substeps (no monitored object faster than the detector's ``min_speed``, no candidate
     open) are decoded in batches of up to ``MAX_DEFERRED_SECONDS`` of simulated time (at most
-    1024 substeps); a possible ejection is analysed at the end of the step in which it starts.
+    1536 substeps); a possible ejection is analysed at the end of the step in which it starts.
     Flags (deep penetration) of quiet substeps therefore appear up to that late; events never wait.
+    Of a quiet batch only the contacts that a later event could examine (its last
+    ``contact_lookback`` substeps, which wait for the next batch) are decoded in full; the others
+    only as touches and depths (:meth:`ArtifactDetector.feed_quiet`: the same events and flags).
 
     Example:
         >>> import gymnasium as gym
@@ -68,7 +76,7 @@ class ArtifactMonitor(gym.Wrapper):
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             use_task_spec(self.adapter, task_spec)
-        self.tap = SubstepTap(self.adapter, self._feed, on_error=self._on_hook_error)
+        self.tap = SubstepTap(self.adapter, self._feed, on_error=self._on_hook_error, quiet_sink=self._feed_quiet)
         self.adapter.hooks.add(self.tap)
         self.adapter.hooks.annotators.append(self)
         #: The detector of the current episode (None before the first reset).
@@ -89,7 +97,10 @@ class ArtifactMonitor(gym.Wrapper):
             monitored = self.tap.tracked[[self.adapter.body_table().roles[i] == "object" for i in self.tap.tracked]]
             self._speed_bound = self.adapter.speed_bound(monitored)
             deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
-            self._max_deferred = int(min(self.tap.max_batch, max(1, deferred)))
+            # A quarter of the tap left for the step that reaches the deferral: a tap that fills
+            # up drains in full by itself, and quiet batches would never be decoded as such.
+            self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
+            self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
             self.detector = ArtifactDetector(
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
                 gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
@@ -101,8 +112,7 @@ class ArtifactMonitor(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self._must_decode():
-            self._drain()
+        self._decode_due()
         if terminated or truncated:
             self._finish_episode()
         fields = self._fields()
@@ -135,23 +145,37 @@ class ArtifactMonitor(gym.Wrapper):
         if self.detector is not None and not self.detector.finished:
             self.detector.feed(pose, vel, contacts)
 
-    def _must_decode(self) -> bool:
-        """Whether this step's substeps may start or decide an event (else they can wait)."""
+    def _feed_quiet(self, pose: Any, vel: Any, points: ContactPoints) -> None:
+        if self.detector is not None and not self.detector.finished:
+            self.detector.feed_quiet(pose, vel, points)
+
+    def _decode_due(self) -> None:
+        """Decode the waiting substeps now where they may start or decide an event; quiet ones
+        wait up to ``_max_deferred`` substeps and are then decoded as quiet (see the class)."""
         try:
-            waiting = self.tap.waiting
-            if waiting == 0 or self.detector is None:
-                return False
-            if waiting >= self._max_deferred or self.detector.open_candidates:
-                return True
-            if self._checked_drain != self.tap.drains:  # the tap drained by itself (a long step)
-                self._checked, self._checked_drain = 0, self.tap.drains
+            tap, detector = self.tap, self.detector
+            waiting = tap.waiting
+            if waiting == 0 or detector is None:
+                return
+            if detector.open_candidates:
+                tap.drain()
+                return
+            if self._checked_drain != tap.drains:  # the tap drained by itself (a long step)
+                self._checked, self._checked_drain = 0, tap.drains
             bound = self._speed_bound
-            fresh = self.tap.waiting_elements(self._checked, bound.elements)
+            fresh = tap.waiting_elements(self._checked, bound.elements)
             self._checked = waiting
-            return bound.may_exceed(fresh, self.config.min_speed)
-        except Exception as error:  # noqa: BLE001
+            if bound.may_exceed(fresh, self._quiet_speed):
+                tap.drain()
+            elif waiting >= self._max_deferred:
+                keep = detector.contact_lookback
+                if waiting > 2 * keep:
+                    tap.drain_quiet(keep)
+                    self._checked, self._checked_drain = tap.waiting, tap.drains
+                else:
+                    tap.drain()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(self.tap.substep, "monitor.step", error))
-            return False
 
     def _drain(self) -> None:
         try:
