@@ -47,8 +47,9 @@ def test_helper_and_in_process_write_the_same_bytes(make, tmp_path):
     plain, _, none = record(make, tmp_path / "plain", 150, helper=False)
     helped, out, forks = record(make, tmp_path / "helped", 150, helper=True)
     substeps = [load_recording(p).substeps for p in helped.paths]
-    # The first episode of two chunks or more forks; later ones fork where the first measured
-    # that a fork pays (this scene forks in about as long as its chunks take to encode).
+    # The first episode of two chunks or more forks (at its second); later ones fork, at their
+    # first chunk, where the measured fork pays for the chunks the previous episode had (this
+    # scene forks in about as long as its chunks take to encode).
     assert none == [] and 1 <= len(forks) <= sum(n >= 128 for n in substeps)
     assert out[-1][-1][INFO_KEY]["errors"] == []
     assert [p.read_bytes() for p in plain.paths] == [p.read_bytes() for p in helped.paths]

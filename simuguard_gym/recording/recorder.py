@@ -88,7 +88,8 @@ class SubstepRecorder:
         self.background = background
         #: Encode chunks in a forked helper process (:mod:`~simuguard_gym.recording.chunk_process`)
         #: where the platform allows it and the adapter ``decodes_in_fork``; chunks then reach
-        #: ``packed_sink`` (required) as file records. An episode forks at its second full chunk:
+        #: ``packed_sink`` (required) as file records. An episode forks at its first full chunk
+        #: where the last episode's length says a fork pays, else at its second (``_fork_pays``):
         #: the chunks before it are encoded here.
         self.helper_process = bool(helper_process and packed_sink is not None)
         self.packed_sink = packed_sink
@@ -330,18 +331,19 @@ class SubstepRecorder:
         self._use_rows(slot.states, slot.before, slot.targets)
 
     def _fork_pays(self) -> bool:
-        """Fork the helper now (and encode this chunk there)? Not before an episode's second full
-        chunk: a fork costs robosuite's Lift ~15 ms (page tables of the env's memory, then its
-        pages copied as either process writes them), more than one chunk's encoding (~5 ms), so
-        the episode must show it runs long first. Once both are measured, only while the chunks
-        the previous episode had left would take longer to encode than twice a fork (a process
-        of many GB, e.g. with a policy's weights, forks slowly)."""
-        if self._chunk_index < 1:
-            return False
+        """Fork the helper now (and encode this chunk there)? A fork costs robosuite's Lift ~15
+        ms (page tables of the env's memory, then its pages copied as either process writes
+        them), more than one chunk's encoding (~5 ms). Once a fork, a chunk's encoding and an
+        episode's length are measured: while the chunks the previous episode had left from here
+        would take longer to encode than twice a fork (a process of many GB, e.g. with a
+        policy's weights, forks slowly), from the episode's first full chunk on. Before that,
+        not before its second full chunk: the episode must show it runs long first."""
         if self._fork_seconds is not None and self._chunk_seconds is not None and self._previous_chunks is not None:
             left = self._previous_chunks - self._chunk_index
             if left * self._chunk_seconds < 2 * self._fork_seconds:
                 return False
+        elif self._chunk_index < 1:
+            return False
         started = time.perf_counter()
         try:
             self._helper = ChunkProcess(self._encode_job)

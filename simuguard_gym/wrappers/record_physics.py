@@ -35,8 +35,8 @@ class RecordPhysics(gym.Wrapper):
     ``errors`` (exceptions caught inside the recorder, never raised) and, at the end of an
     episode, ``recording`` (the file's path).
 
-    Chunks of substeps are encoded while the env runs on: from an episode's second chunk in a
-    helper process forked from this one (Linux, two usable CPUs, MuJoCo; ``helper_process=False``
+    Chunks of substeps are encoded while the env runs on: from an episode's first or second
+    chunk in a helper process forked from this one (Linux, two usable CPUs, MuJoCo; ``helper_process=False``
     keeps all work in this process), which takes their decoding off the env's core. The file is
     the same, byte for byte, either way.
 
@@ -69,8 +69,8 @@ class RecordPhysics(gym.Wrapper):
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             use_task_spec(self.adapter, task_spec)
-        # Chunks are encoded in a helper process forked at an episode's second full chunk (Linux,
-        # two CPUs or more), else heavy ones on a worker thread, while the env runs on.
+        # Chunks are encoded in a helper process forked at an episode's first or second full chunk
+        # (Linux, two CPUs or more), else heavy ones on a worker thread, while the env runs on.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_hook_error,
                                         background=True, helper_process=helper_process,
