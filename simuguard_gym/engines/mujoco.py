@@ -580,6 +580,32 @@ class MujocoAdapter(BodyTableMixin):
         self._arena = memoryview((ctypes.c_char * size).from_address(base)).cast("B")
         self._counters, self._nefc_at, self._efc_pointer = fields.views() if fields is not None else (None, 0, None)
 
+    def bind_substep_copy(self, copy: Any, state_rows: StateRows, rows: np.ndarray, row: int,
+                          stage: "MujocoContactStage", on_full: Callable[[bool], Any], max_staged: int) -> bool:
+        """Point a native ``SubstepCopy`` at this scene: each call then copies the substep's state
+        into ``rows[row]`` as ``state_rows.copy`` would, and stages its contacts on ``stage`` as
+        :meth:`capture_contacts` would, the same bytes. False (nothing bound) where the rows are
+        not MuJoCo's memory or the contact counters are not located (no contact seen yet): the
+        caller copies in Python meanwhile."""
+        sources = getattr(state_rows, "sources", None)
+        if sources is None or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
+            return False
+        if self._arena is None and self.data.ncon:
+            self._locate_contacts()
+        if self._counters is None:
+            return False
+        self._check_contact_location()
+        if self._counters is None:
+            return False
+        counters = np.frombuffer(self._counters, np.int32)
+        pointer = np.frombuffer(self._efc_pointer, np.uint64)
+        records = stage.native_target(len(rows), row)
+        copy.bind(sources, rows.ctypes.data, state_rows.row_bytes, len(rows), on_full,
+                  (rows, stage, self._counters, self._efc_pointer, self._arena, self.data), row,
+                  (counters.ctypes.data, self._arena_base, self._contact_stride,
+                   counters.ctypes.data + 4 * self._nefc_at, pointer.ctypes.data, *records, max_staged))
+        return True
+
     def _check_contact_location(self) -> None:
         """Follow MuJoCo's contact array if it moved (a reallocated arena); nothing is staged yet."""
         if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._arena_base:
@@ -716,6 +742,9 @@ class MujocoStateRows(StateRows):
         self._span_bytes = tuple(len(span) for span in spans)
         self._span_at = np.cumsum([8] + [-(-b // 8) * 8 for b in self._span_bytes]).tolist()
         self.row_bytes = self._span_at[-1]
+        #: (address, bytes, offset in a row) of what a row copies: for a native SubstepCopy.
+        self.sources = tuple((np.frombuffer(m, np.uint8).ctypes.data, len(m), at)
+                             for m, at in zip([time_bytes, *spans], [0, *self._span_at[:-1]]) if len(m))
         self._byte_columns, self._bytes_at = byte_columns, bytes_at
         self._words = floats
         self._absent = np.flatnonzero(floats == self._ABSENT)
@@ -873,6 +902,7 @@ class MujocoContactStage:
         # e.g. memory shared with a helper process; a stage that outgrows it continues in its own.
         raw, efc = memory if memory is not None else (np.empty(1 << 16, np.uint8), np.empty(1 << 12))
         self._given = (raw, efc) if memory is not None else None
+        self._native_counts: tuple[np.ndarray, np.ndarray] | None = None  # see native_target
         self._use(raw, efc)
         self.clear()
 
@@ -902,6 +932,26 @@ class MujocoContactStage:
         self._efc_used = hi
         self.counts.append(n)
         self.efc_counts.append(len(efc) >> 3)
+
+    def native_target(self, capacity: int, row: int) -> tuple[int, ...]:
+        """The buffers a native copy stages into, from substep ``row`` (the staged count) on:
+        (records address, bytes, used, forces address, bytes, used, counts address, force
+        counts address); :meth:`settle` takes its fill back."""
+        if row != len(self.counts):
+            raise ValueError(f"{len(self.counts)} substeps staged, the copy would start at {row}")
+        if self._native_counts is None or len(self._native_counts[0]) < capacity:
+            self._native_counts = (np.zeros(capacity, np.int64), np.zeros(capacity, np.int64))
+        counts, efc_counts = self._native_counts
+        counts[:row], efc_counts[:row] = self.counts, self.efc_counts
+        return (self._raw.ctypes.data, len(self._raw), self._raw_used, self._efc.ctypes.data, 8 * len(self._efc),
+                self._efc_used, counts.ctypes.data, efc_counts.ctypes.data)
+
+    def settle(self, row: int, raw_used: int, efc_used: int) -> None:
+        """Take the fill of a native copy bound by :meth:`native_target`: ``row`` substeps staged
+        in all, the buffers used up to the given bytes."""
+        counts, efc_counts = self._native_counts
+        self.counts, self.efc_counts = counts[:row].tolist(), efc_counts[:row].tolist()
+        self._raw_used, self._efc_used = raw_used, efc_used
 
     def drop_first(self, substeps: int, record_bytes: int) -> None:
         """Forget the first ``substeps`` staged substeps (their records take ``record_bytes``);

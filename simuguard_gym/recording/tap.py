@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from simuguard_gym.engines import native
 from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, report_failure
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
@@ -31,6 +32,10 @@ class SubstepTap:
     with their contacts as points only (which bodies touch, how deep), for a consumer that knows
     it will never examine those contacts further; adapters without ``decode_contact_points`` get
     a full ``drain()`` instead.
+
+    Where the adapter can bind the native copy (``bind_substep_copy``: MuJoCo, with the C
+    extension built) the hooks call it directly after each substep: one C call copies the state
+    and stages the contacts, and Python runs only when a batch is full or the stage must grow.
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
@@ -54,13 +59,20 @@ class SubstepTap:
         self.quiet_sink = quiet_sink
         self.max_batch = int(max_batch)
         self.on_error = on_error
-        self.active = False
-        self.substep = 0
+        self._active = False
+        self._counted = 0  # substeps counted in Python (see substep)
         self.drains = 0  # batches handed over so far (either sink)
         self.quiet_drains = 0  # of which to quiet_sink
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         self._kept_rows: tuple[Any, np.ndarray, list[Any]] | None = None
+        self._native = native.new_substep_copy()
+        self._bound = False  # the native copy fills the rows and the stage (else Python does)
+        if self._native is not None:
+            self._native.forward(self._native_full)
+            self._native.active = False
+            # The hooks call the C object itself: no Python frame per substep.
+            self.after_substep = self._native  # type: ignore[method-assign]
 
     def start_episode(self) -> None:
         a = self.adapter
@@ -81,9 +93,10 @@ class SubstepTap:
         self._located: tuple[Any, Any] = (None, None)  # (elements, their words in a row)
         self._stage = a.new_contact_stage(reuse=self._stage)
         self._row = 0
-        self.substep = 0
+        self._counted = 0
         self.errors = []
-        self.active = True
+        self._active = True
+        self._rebind()
 
     needs_before = False  # only what a substep produced is read
     guards_itself = True  # the hooks call after_substep directly: it catches its own errors
@@ -92,14 +105,14 @@ class SubstepTap:
         pass
 
     def after_substep(self) -> None:
-        if not self.active:
+        if not self._active:
             return
         try:
             row = self._row
             self._read(self._rows[row])
             self._capture(self._stage)
             self._row = row + 1
-            self.substep += 1
+            self._counted += 1
             if row + 1 == self.max_batch or (row & 63 == 63 and self._stage.nbytes > MAX_STAGED_BYTES):
                 self.drain()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
@@ -112,9 +125,69 @@ class SubstepTap:
             self.on_error(record)
 
     @property
+    def active(self) -> bool:
+        """Whether substeps are captured (from ``start_episode`` until set False)."""
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        if value and not self._active:
+            raise ValueError("start_episode() activates the tap")
+        if not value:
+            self._settle()
+            self._active = False
+            self._rebind()
+
+    @property
+    def substep(self) -> int:
+        """Substeps captured this episode."""
+        return self._counted + (self._native.row - self._row if self._bound else 0)
+
+    @property
     def waiting(self) -> int:
         """Substeps captured and not yet handed to the sink."""
-        return self._row if self.active else 0
+        if not self._active:
+            return 0
+        return self._native.row if self._bound else self._row
+
+    def _settle(self) -> None:
+        """Bring the rows' and the stage's fill up to what the native copy has done (it stays bound)."""
+        if self._bound:
+            copy = self._native
+            row = copy.row
+            self._stage.settle(row, copy.records_used, copy.extra_used)
+            self._counted += row - self._row
+            self._row = row
+
+    def _rebind(self) -> None:
+        """Point the native copy at the rows and the stage as they now are (after a settle and
+        whatever Python did to them); where the adapter cannot, every call comes to Python."""
+        copy = self._native
+        if copy is None:
+            return
+        self._bound = False
+        if not self._active:
+            copy.active = False
+            return
+        copy.forward(self._native_full)  # until bound: nothing is lost if binding fails
+        bind = getattr(self.adapter, "bind_substep_copy", None)
+        if bind is not None:
+            self._bound = bool(bind(copy, self._state_rows, self._states, self._row, self._stage, self._native_full,
+                                    MAX_STAGED_BYTES))
+
+    def _native_full(self, copied: bool) -> None:
+        """The native copy's call into Python: a batch to drain (the substep was ``copied``), or
+        a substep to copy here (the stage must grow, or nothing is bound)."""
+        try:
+            self._settle()
+            if copied:
+                self.drain()
+            else:
+                self._bound = False  # the rows and the stage are Python's until rebound
+                SubstepTap.after_substep(self)
+                self._rebind()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            report_failure(self, "after_substep", error)
 
     def waiting_elements(self, since: int, elements: np.ndarray) -> np.ndarray:
         """State ``elements`` (n, len(elements); float components only) after the waiting substeps
@@ -125,24 +198,29 @@ class SubstepTap:
             if len(words) and np.array_equal(words, np.arange(words[0], words[0] + len(words))):
                 words = slice(int(words[0]), int(words[0]) + len(words))
             self._located = (elements, words)
-        return self._state_words[since:self._row, self._located[1]]
+        return self._state_words[since:self.waiting, self._located[1]]
 
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
+        self._settle()
         n = self._row
-        if not self.active or n == 0:
+        if not self._active or n == 0:
             return
         self._row = 0
         self.drains += 1
-        states = self._state_rows.states(self._states[:n])
-        pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
+        try:
+            states = self._state_rows.states(self._states[:n])
+            pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
+        finally:
+            self._rebind()
         self.sink(pose, vel, contacts)
 
     def drain_quiet(self, keep: int) -> None:
         """Hand all waiting substeps but the last ``keep`` to ``quiet_sink``, their contacts as
         :class:`ContactPoints`; the last ``keep`` stay waiting, contacts and all, for the next drain."""
+        self._settle()
         n = self._row
-        if not self.active or n <= keep:
+        if not self._active or n <= keep:
             return
         decode_points = getattr(self.adapter, "decode_contact_points", None)
         if self.quiet_sink is None or decode_points is None:
@@ -150,13 +228,16 @@ class SubstepTap:
             return
         first = n - keep
         of_rows = getattr(self.adapter, "body_states_of_rows", None)
-        if of_rows is not None:
-            pose, vel = of_rows(self._state_rows, self._states[:first], self.tracked)
-        else:
-            pose, vel = self.adapter.body_states(self._state_rows.states(self._states[:first]), self.tracked)
-        points = decode_points(self._stage, first)
-        self._states[:keep] = self._states[first:n]  # numpy copies overlaps safely
-        self._row = keep
+        try:
+            if of_rows is not None:
+                pose, vel = of_rows(self._state_rows, self._states[:first], self.tracked)
+            else:
+                pose, vel = self.adapter.body_states(self._state_rows.states(self._states[:first]), self.tracked)
+            points = decode_points(self._stage, first)
+            self._states[:keep] = self._states[first:n]  # numpy copies overlaps safely
+            self._row = keep
+        finally:
+            self._rebind()
         self.drains += 1
         self.quiet_drains += 1
         self.quiet_sink(pose, vel, points)
