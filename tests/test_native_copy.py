@@ -44,7 +44,7 @@ def tap_batches(xml: str, use_native: bool, monkeypatch, substeps: int = 600, ma
     bound = []
     for step in range(substeps // steps_of):
         adapter.step(steps_of)  # an env step of steps_of substeps
-        bound.append(tap._bound)
+        bound.append(tap._fill.bound)
         if step % 3 == 2:
             tap.drain()
     tap.drain()
@@ -109,3 +109,32 @@ def test_the_extension_is_built_where_ci_requires_it():
     if os.environ.get("SIMUGUARD_REQUIRE_NATIVE") != "1":
         pytest.skip("SIMUGUARD_REQUIRE_NATIVE is not set")
     assert native.SubstepCopy is not None
+
+
+def record_files(make, directory, use_native: bool, monkeypatch, *, helper: bool, steps: int = 150):
+    from conftest import run_random
+    from simuguard_gym import RecordPhysics
+
+    monkeypatch.setattr(native, "SubstepCopy", native.SubstepCopy if use_native else None)
+    env = RecordPhysics(make(), directory, chunk_substeps=64, helper_process=helper)
+    out = run_random(env, steps, seed=1)
+    env.close()
+    assert out[-1][-1]["simuguard"]["errors"] == []
+    return [p.read_bytes() for p in env.paths], env.recorder
+
+
+@needs_native
+@pytest.mark.parametrize("helper", [False, True], ids=["in-process", "helper"])
+def test_recordings_are_the_same_bytes_with_native_and_python_copies(tmp_path, monkeypatch, helper):
+    """RecordPhysics's before- and after-substep copies and its contact staging, in C or in
+    Python: the same files (episodes of several 64-substep chunks, Gymnasium's frames after the
+    first read as "continue")."""
+    from conftest import make_contact_scene
+
+    def make():
+        return make_contact_scene(max_episode_steps=70)
+
+    fast, recorder = record_files(make, tmp_path / "native", True, monkeypatch, helper=helper)
+    slow, python_recorder = record_files(make, tmp_path / "python", False, monkeypatch, helper=helper)
+    assert recorder.after_substep is recorder._fill.copy and python_recorder._fill.copy is None
+    assert len(fast) == 3 and fast == slow

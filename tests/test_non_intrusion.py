@@ -9,6 +9,7 @@ import pytest
 
 from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
 from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym.engines import native
 from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
@@ -59,6 +60,8 @@ class Boom(RuntimeError):
 
 
 def test_exception_in_hook_is_recorded_not_raised(record_dir, monkeypatch):
+    """Python copies (the native copy, where built, never calls capture_contacts)."""
+    monkeypatch.setattr(native, "SubstepCopy", None)
     make = FACTORIES["contact-scene"]
     off = run_random(make(), 40, seed=3)
 
@@ -105,9 +108,32 @@ def test_recording_ends_with_outcome(record_dir):
     env.close()
 
 
+@pytest.mark.skipif(native.SubstepCopy is None, reason="the C extension is not built")
+def test_exception_in_a_native_hooks_call_into_python_is_recorded_not_raised(record_dir, monkeypatch):
+    """The native copy calls into Python at a full chunk, from inside robosuite's or
+    Gymnasium's substep: a failure there (the chunk's write) stays out of the env."""
+    make = FACTORIES["contact-scene"]
+    off = run_random(make(), 40, seed=3)
+    env = RecordPhysics(make(), record_dir, chunk_substeps=64)
+    assert env.recorder.after_substep is env.recorder._fill.copy  # the hooks call C directly
+
+    def failing(*args):
+        raise Boom("injected write failure")
+
+    monkeypatch.setattr(env.recorder, "sink", failing)
+    on = run_random(env, 40, seed=3)
+    env.close()
+    assert_same_episode(off, on)
+    errors = on[-1][-1][INFO_KEY]["errors"]
+    assert [(e["type"], e["substep"]) for e in errors] == [("Boom", 64)]
+    rec = load_recording(env.paths[0])
+    assert [e["message"] for e in rec.errors] == ["injected write failure"] and rec.footer["errors"] == 1
+
+
 def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
     from simuguard_gym.recording.recorder import MAX_ERRORS
 
+    monkeypatch.setattr(native, "SubstepCopy", None)  # Python copies: the hook calls capture_contacts
     off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
     env = RecordPhysics(FACTORIES["contact-scene"](), record_dir)
     monkeypatch.setattr(env.adapter, "capture_contacts", lambda stage: 1 / 0)

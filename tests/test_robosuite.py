@@ -101,3 +101,22 @@ def test_monitor_follows_hard_resets_and_agrees_offline(record_dir):
         rec = load_recording(path)
         assert rec.header["detector_config"] == env.config.to_dict()
         assert detect(rec).events == rec.footer["detector"]["events"]
+
+
+@pytest.mark.parametrize("lite", [True, False], ids=["lite", "full"])
+def test_native_and_python_copies_record_the_same_bytes(lite, tmp_path, monkeypatch):
+    """robosuite's split substeps ("split": the state read between mj_step1 and mj_step2) and
+    hard resets, with the per-substep copies in C and in Python: the same files."""
+    from simuguard_gym.engines import native
+
+    if native.SubstepCopy is None:
+        pytest.skip("the C extension is not built")
+    files = []
+    for copy in (native.SubstepCopy, None):
+        monkeypatch.setattr(native, "SubstepCopy", copy)
+        env = RecordPhysics(make("Lift", lite, horizon=60), tmp_path / str(copy is None), chunk_substeps=256)
+        run_random(env, 130, seed=4)
+        env.close()
+        assert (env.recorder._fill.copy is None) is (copy is None)
+        files.append([p.read_bytes() for p in env.paths])
+    assert len(files[0]) == 3 and files[0] == files[1]  # 60, 60 and 10 steps

@@ -44,6 +44,12 @@ typedef struct {
     Py_ssize_t max_staged;          /* bytes; checked every 64 rows */
     PyObject *on_full;              /* on_full(copied: bool) */
     PyObject *keep;                 /* the buffers' owners */
+    /* before(phase): the same spans into before_rows[row] and a phase byte, unless the phase is
+     * "continue" (nothing can have been written since the last substep). */
+    char *before_rows;              /* NULL: before() calls on_before(phase) */
+    unsigned char *phases;
+    unsigned char whole, split;
+    PyObject *on_before;            /* on_before(phase), or None */
 } SubstepCopy;
 
 static PyObject *call_on_full(SubstepCopy *self, int copied) {
@@ -105,6 +111,35 @@ static PyObject *substep_copy_vectorcall(PyObject *op, PyObject *const *args, si
     Py_RETURN_NONE;
 }
 
+static int phase_is(PyObject *phase, const char *name) {
+    return PyUnicode_Check(phase) && PyUnicode_CompareWithASCIIString(phase, name) == 0;
+}
+
+PyDoc_STRVAR(before_doc,
+"before(phase)\n--\n\nBefore a substep: the state spans into the next before-row and its phase byte\n"
+"(nothing for \"continue\"); where no before-rows are bound, on_before(phase).");
+
+static PyObject *substep_copy_before(SubstepCopy *self, PyObject *phase) {
+    if (!self->active)
+        Py_RETURN_NONE;
+    if (self->before_rows == NULL) {
+        if (self->on_before == NULL || self->on_before == Py_None)
+            Py_RETURN_NONE;
+        PyObject *callback = self->on_before;
+        Py_INCREF(callback);
+        PyObject *result = PyObject_CallOneArg(callback, phase);
+        Py_DECREF(callback);
+        return result;
+    }
+    if (phase_is(phase, "continue") || self->row < 0 || self->row >= self->capacity)
+        Py_RETURN_NONE; /* a full batch: after() hands that substep to Python, which fails it */
+    char *to = self->before_rows + self->row * self->row_bytes;
+    for (int i = 0; i < self->nspans; i++)
+        memcpy(to + self->offset[i], self->src[i], (size_t)self->nbytes[i]);
+    self->phases[self->row] = phase_is(phase, "split") ? self->split : self->whole;
+    Py_RETURN_NONE;
+}
+
 static int address_of(PyObject *value, void **out, const char *what) {
     void *p = PyLong_AsVoidPtr(value);
     if (p == NULL) {
@@ -117,22 +152,25 @@ static int address_of(PyObject *value, void **out, const char *what) {
 }
 
 PyDoc_STRVAR(bind_doc,
-"bind(spans, rows, row_bytes, capacity, on_full, keep, row=0, records=None)\n--\n\n"
+"bind(spans, rows, row_bytes, capacity, on_full, keep, row=0, records=None, before=None)\n--\n\n"
 "Point the copies at a scene and at buffers, and activate them.\n\n"
 "spans: (source address, bytes, offset in a row) each; rows: address of capacity rows of\n"
 "row_bytes; row: the next row to fill. records: None, or (count address, records address,\n"
 "stride, extra count address, address of the extra pointer, records buffer address, its bytes,\n"
 "bytes used, extra buffer address, its bytes, bytes used, counts address, extra counts\n"
-"address, max staged bytes). keep: objects owning that memory, held while bound.");
+"address, max staged bytes). before: None, or (before-rows address, phases address, phase byte\n"
+"of a whole substep, of a split one), for before(phase). keep: objects owning that memory,\n"
+"held while bound.");
 
 static PyObject *substep_copy_bind(SubstepCopy *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"spans", "rows", "row_bytes", "capacity", "on_full", "keep", "row", "records", NULL};
-    PyObject *spans, *rows, *on_full, *keep, *records = Py_None;
+    static char *keywords[] = {"spans", "rows", "row_bytes", "capacity", "on_full", "keep", "row", "records",
+                               "before", NULL};
+    PyObject *spans, *rows, *on_full, *keep, *records = Py_None, *before = Py_None;
     Py_ssize_t row_bytes, capacity, row = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnnOO|nO:bind", keywords, &spans, &rows, &row_bytes,
-                                     &capacity, &on_full, &keep, &row, &records))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnnOO|nOO:bind", keywords, &spans, &rows, &row_bytes,
+                                     &capacity, &on_full, &keep, &row, &records, &before))
         return NULL;
-    self->active = 0; /* until every argument checks out */
+    /* Every argument is checked before anything is changed: a failed bind leaves the object as it was. */
     if (!PyCallable_Check(on_full)) {
         PyErr_SetString(PyExc_TypeError, "on_full must be callable");
         return NULL;
@@ -166,6 +204,14 @@ static PyObject *substep_copy_bind(SubstepCopy *self, PyObject *args, PyObject *
     void *rows_at = NULL;
     if (address_of(rows, &rows_at, "rows") < 0)
         return NULL;
+    void *before_at = NULL, *phases_at = NULL;
+    unsigned char whole = 0, split = 0;
+    if (before != Py_None) {
+        PyObject *b[2];
+        if (!PyArg_ParseTuple(before, "OObb:before", &b[0], &b[1], &whole, &split)
+            || address_of(b[0], &before_at, "before rows") < 0 || address_of(b[1], &phases_at, "phases") < 0)
+            return NULL;
+    }
     int has_records = records != Py_None;
     PyObject *at[7] = {NULL};
     Py_ssize_t stride = 0, records_cap = 0, records_used = 0, extra_cap = 0, extra_used = 0, max_staged = 0;
@@ -215,6 +261,10 @@ static PyObject *substep_copy_bind(SubstepCopy *self, PyObject *args, PyObject *
     self->extra_cap = extra_cap;
     self->extra_used = extra_used;
     self->max_staged = max_staged;
+    self->before_rows = (char *)before_at;
+    self->phases = (unsigned char *)phases_at;
+    self->whole = whole;
+    self->split = split;
     Py_INCREF(on_full);
     Py_XSETREF(self->on_full, on_full);
     Py_INCREF(keep);
@@ -224,14 +274,21 @@ static PyObject *substep_copy_bind(SubstepCopy *self, PyObject *args, PyObject *
 }
 
 PyDoc_STRVAR(forward_doc,
-"forward(on_full)\n--\n\nActivate without memory to copy into: every call becomes on_full(False), for\n"
-"a listener that copies in Python until its buffers can be bound.");
+"forward(on_full, on_before=None)\n--\n\nActivate without memory to copy into: every call becomes\n"
+"on_full(False) and every before(phase) on_before(phase), for a listener that copies in Python\n"
+"until its buffers can be bound. on_before stays for bind()s without before-rows.");
 
-static PyObject *substep_copy_forward(SubstepCopy *self, PyObject *on_full) {
-    if (!PyCallable_Check(on_full)) {
-        PyErr_SetString(PyExc_TypeError, "on_full must be callable");
+static PyObject *substep_copy_forward(SubstepCopy *self, PyObject *args) {
+    PyObject *on_full, *on_before = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:forward", &on_full, &on_before))
+        return NULL;
+    if (!PyCallable_Check(on_full) || (on_before != Py_None && !PyCallable_Check(on_before))) {
+        PyErr_SetString(PyExc_TypeError, "on_full and on_before must be callable");
         return NULL;
     }
+    Py_INCREF(on_before);
+    Py_XSETREF(self->on_before, on_before);
+    self->before_rows = NULL;
     self->nspans = 0;
     self->has_records = 0;
     self->capacity = 0;
@@ -246,8 +303,10 @@ static PyObject *substep_copy_forward(SubstepCopy *self, PyObject *on_full) {
 
 static PyObject *substep_copy_release(SubstepCopy *self, PyObject *Py_UNUSED(ignored)) {
     self->active = 0;
+    self->before_rows = NULL;
     Py_CLEAR(self->on_full);
     Py_CLEAR(self->keep);
+    Py_CLEAR(self->on_before);
     Py_RETURN_NONE;
 }
 
@@ -265,13 +324,16 @@ static PyObject *substep_copy_new(PyTypeObject *type, PyObject *args, PyObject *
 static int substep_copy_traverse(SubstepCopy *self, visitproc visit, void *arg) {
     Py_VISIT(self->on_full);
     Py_VISIT(self->keep);
+    Py_VISIT(self->on_before);
     return 0;
 }
 
 static int substep_copy_clear(SubstepCopy *self) {
     self->active = 0;
+    self->before_rows = NULL;
     Py_CLEAR(self->on_full);
     Py_CLEAR(self->keep);
+    Py_CLEAR(self->on_before);
     return 0;
 }
 
@@ -309,7 +371,8 @@ static PyGetSetDef substep_copy_getset[] = {
 
 static PyMethodDef substep_copy_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))substep_copy_bind, METH_VARARGS | METH_KEYWORDS, bind_doc},
-    {"forward", (PyCFunction)substep_copy_forward, METH_O, forward_doc},
+    {"forward", (PyCFunction)substep_copy_forward, METH_VARARGS, forward_doc},
+    {"before", (PyCFunction)substep_copy_before, METH_O, before_doc},
     {"release", (PyCFunction)substep_copy_release, METH_NOARGS, "Deactivate and drop the buffers' owners."},
     {NULL},
 };

@@ -581,12 +581,14 @@ class MujocoAdapter(BodyTableMixin):
         self._counters, self._nefc_at, self._efc_pointer = fields.views() if fields is not None else (None, 0, None)
 
     def bind_substep_copy(self, copy: Any, state_rows: StateRows, rows: np.ndarray, row: int,
-                          stage: "MujocoContactStage", on_full: Callable[[bool], Any], max_staged: int) -> bool:
+                          stage: "MujocoContactStage", on_full: Callable[[bool], Any], max_staged: int, *,
+                          before: tuple[int, int, int, int] | None = None) -> bool:
         """Point a native ``SubstepCopy`` at this scene: each call then copies the substep's state
         into ``rows[row]`` as ``state_rows.copy`` would, and stages its contacts on ``stage`` as
-        :meth:`capture_contacts` would, the same bytes. False (nothing bound) where the rows are
-        not MuJoCo's memory or the contact counters are not located (no contact seen yet): the
-        caller copies in Python meanwhile."""
+        :meth:`capture_contacts` would, the same bytes (``before``: addresses for ``copy.before``,
+        see ``SubstepCopy.bind``). False (nothing bound) where the rows are not MuJoCo's memory
+        or the contact counters are not located (no contact seen yet): the caller copies in
+        Python meanwhile."""
         sources = getattr(state_rows, "sources", None)
         if sources is None or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
             return False
@@ -603,7 +605,7 @@ class MujocoAdapter(BodyTableMixin):
         copy.bind(sources, rows.ctypes.data, state_rows.row_bytes, len(rows), on_full,
                   (rows, stage, self._counters, self._efc_pointer, self._arena, self.data), row,
                   (counters.ctypes.data, self._arena_base, self._contact_stride,
-                   counters.ctypes.data + 4 * self._nefc_at, pointer.ctypes.data, *records, max_staged))
+                   counters.ctypes.data + 4 * self._nefc_at, pointer.ctypes.data, *records, max_staged), before)
         return True
 
     def _check_contact_location(self) -> None:

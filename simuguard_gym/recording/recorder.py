@@ -33,6 +33,7 @@ import numpy as np
 from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows,
                                        report_failure)
 from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
+from simuguard_gym.recording.native_fill import NativeFill
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +105,16 @@ class SubstepRecorder:
         self._kept_slots: tuple[Any, list[_Slot]] | None = None
         self._kept_rows: tuple[Any, np.ndarray, np.ndarray, tuple[list[Any], list[Any]]] | None = None
         self._encoder: _ChunkEncoder | None = None
-        self.active = False
+        self._active = False
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
+        # The per-substep copies in C where the extension is built (recording/native_fill.py):
+        # the hooks then call the C object's before and after copies directly.
+        self._fill = NativeFill(self._native_full, self._native_before, enabled=contacts)
+        if self._fill.copy is not None:
+            self.after_substep = self._fill.copy  # type: ignore[method-assign]
+            self.before_substep = self._fill.copy.before  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ episode lifecycle
     def start_episode(self) -> None:
@@ -144,16 +151,32 @@ class SubstepRecorder:
         self._chunk_index = 0
         self._spans: dict[int, tuple[int, int]] = {}  # (first, n) of chunks at the helper
         self.errors = []
-        self.active = True
+        self._active = True
+        self._rebind()
+
+    @property
+    def active(self) -> bool:
+        """Whether substeps are recorded (from ``start_episode`` until ``finish`` or a failure)."""
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        if value and not self._active:
+            raise ValueError("start_episode() activates the recorder")
+        if not value:
+            self._settle()
+            self._active = False
+            self._fill.stop()
 
     @property
     def substep(self) -> int:
         """Substeps recorded this episode."""
-        return self._chunk_first + self._row
+        return self._chunk_first + self._fill.row(self._row)
 
     def finish(self) -> None:
         """Flush the last, partial chunk, wait until every chunk reached the sink, and stop."""
         try:
+            self._settle()
             if self.active and self._row:
                 self._flush(final=True)
             if self._encoder is not None:
@@ -168,7 +191,7 @@ class SubstepRecorder:
     guards_itself = True  # the hooks call these two directly: they catch their own errors
 
     def before_substep(self, phase: str) -> None:
-        if not self.active or phase == "continue":  # "continue": nothing written since the last substep
+        if not self._active or phase == "continue":  # "continue": nothing written since the last substep
             return
         try:
             row = self._row
@@ -178,7 +201,7 @@ class SubstepRecorder:
             report_failure(self, f"before_substep({phase})", error)
 
     def after_substep(self) -> None:
-        if not self.active:
+        if not self._active:
             return
         try:
             row = self._row
@@ -195,6 +218,39 @@ class SubstepRecorder:
 
     def hook_failed(self, where: str, error: BaseException) -> None:
         self._record_error(HookError.capture(self.substep, where, error))
+
+    def _settle(self) -> None:
+        """Take what the native copy filled into the rows and the stage (see NativeFill)."""
+        if self._stage is not None:
+            self._row = self._fill.settle(self._stage, self._row)
+
+    def _rebind(self) -> None:
+        """Point the native copy at the rows, before-rows, phases and stage as they now are."""
+        if self._active:
+            self._fill.bind(self.adapter, self._rows, self._states, self._row, self._stage, _STAGE_BYTES,
+                            before=(self._before, self._phase, _WHOLE, _SPLIT))
+        else:
+            self._fill.stop()
+
+    def _native_full(self, copied: bool) -> None:
+        """The native copy's call into Python: a full chunk (the substep was ``copied``), or a
+        substep to record here (the stage must grow, or nothing is bound)."""
+        try:
+            was_bound = self._fill.bound
+            self._settle()  # the rows and the stage are Python's until rebound
+            if copied:
+                self._flush()
+            else:
+                SubstepRecorder.after_substep(self)
+                # Rebind at once after a growth; else (nothing to bind, e.g. no contact located
+                # yet) try again every 64 substeps: a failing bind costs a few microseconds.
+                if not self._fill.bound and (was_bound or self._row & 63 == 0):
+                    self._rebind()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            report_failure(self, "after_substep", error)
+
+    def _native_before(self, phase: str) -> None:
+        SubstepRecorder.before_substep(self, phase)  # guards itself
 
     def _record_error(self, record: HookError) -> None:
         self.errors.append(record)
@@ -214,6 +270,12 @@ class SubstepRecorder:
 
     def _flush(self, final: bool = False) -> None:
         """End the chunk: hand its buffers to the encoder (or encode it here) and start anew."""
+        try:
+            self._end_chunk(final)
+        finally:
+            self._rebind()  # the rows and the stage may be others now
+
+    def _end_chunk(self, final: bool) -> None:
         n = self._row
         if self._slots is not None and (self._helper is not None or (not final and self._fork_pays())):
             self._flush_to_helper(n)

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines import native
 from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, report_failure
+from simuguard_gym.recording.native_fill import NativeFill
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
 QuietSink = Callable[[np.ndarray, np.ndarray, ContactPoints], None]
@@ -66,13 +66,10 @@ class SubstepTap:
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         self._kept_rows: tuple[Any, np.ndarray, list[Any]] | None = None
-        self._native = native.new_substep_copy()
-        self._bound = False  # the native copy fills the rows and the stage (else Python does)
-        if self._native is not None:
-            self._native.forward(self._native_full)
-            self._native.active = False
+        self._fill = NativeFill(self._native_full)
+        if self._fill.copy is not None:
             # The hooks call the C object itself: no Python frame per substep.
-            self.after_substep = self._native  # type: ignore[method-assign]
+            self.after_substep = self._fill.copy  # type: ignore[method-assign]
 
     def start_episode(self) -> None:
         a = self.adapter
@@ -141,51 +138,40 @@ class SubstepTap:
     @property
     def substep(self) -> int:
         """Substeps captured this episode."""
-        return self._counted + (self._native.row - self._row if self._bound else 0)
+        return self._counted + self._fill.row(self._row) - self._row
 
     @property
     def waiting(self) -> int:
         """Substeps captured and not yet handed to the sink."""
-        if not self._active:
-            return 0
-        return self._native.row if self._bound else self._row
+        return self._fill.row(self._row) if self._active else 0
 
     def _settle(self) -> None:
-        """Bring the rows' and the stage's fill up to what the native copy has done (it stays bound)."""
-        if self._bound:
-            copy = self._native
-            row = copy.row
-            self._stage.settle(row, copy.records_used, copy.extra_used)
-            self._counted += row - self._row
-            self._row = row
+        """Bring the rows' and the stage's fill up to what the native copy has done."""
+        row = self._fill.settle(self._stage, self._row)
+        self._counted += row - self._row
+        self._row = row
 
     def _rebind(self) -> None:
-        """Point the native copy at the rows and the stage as they now are (after a settle and
-        whatever Python did to them); where the adapter cannot, every call comes to Python."""
-        copy = self._native
-        if copy is None:
-            return
-        self._bound = False
-        if not self._active:
-            copy.active = False
-            return
-        copy.forward(self._native_full)  # until bound: nothing is lost if binding fails
-        bind = getattr(self.adapter, "bind_substep_copy", None)
-        if bind is not None:
-            self._bound = bool(bind(copy, self._state_rows, self._states, self._row, self._stage, self._native_full,
-                                    MAX_STAGED_BYTES))
+        """Point the native copy at the rows and the stage as they now are."""
+        if self._active:
+            self._fill.bind(self.adapter, self._state_rows, self._states, self._row, self._stage, MAX_STAGED_BYTES)
+        else:
+            self._fill.stop()
 
     def _native_full(self, copied: bool) -> None:
         """The native copy's call into Python: a batch to drain (the substep was ``copied``), or
         a substep to copy here (the stage must grow, or nothing is bound)."""
         try:
-            self._settle()
+            was_bound = self._fill.bound
+            self._settle()  # the rows and the stage are Python's until rebound
             if copied:
                 self.drain()
             else:
-                self._bound = False  # the rows and the stage are Python's until rebound
                 SubstepTap.after_substep(self)
-                self._rebind()
+                # Rebind at once after a growth; else (nothing to bind, e.g. no contact located
+                # yet) try again every 64 substeps: a failing bind costs a few microseconds.
+                if not self._fill.bound and (was_bound or self._row & 63 == 0):
+                    self._rebind()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             report_failure(self, "after_substep", error)
 
@@ -203,29 +189,29 @@ class SubstepTap:
     def drain(self) -> None:
         """Decode the substeps since the last drain and hand them to the sink."""
         self._settle()
-        n = self._row
-        if not self._active or n == 0:
-            return
-        self._row = 0
-        self.drains += 1
+        n, batch = self._row, None
         try:
+            if not self._active or n == 0:
+                return
+            self._row = 0
+            self.drains += 1
             states = self._state_rows.states(self._states[:n])
-            pose, vel, contacts = self.adapter.decode_chunk(self._stage, states, self.tracked)
+            batch = self.adapter.decode_chunk(self._stage, states, self.tracked)
         finally:
             self._rebind()
-        self.sink(pose, vel, contacts)
+        self.sink(*batch)
 
     def drain_quiet(self, keep: int) -> None:
         """Hand all waiting substeps but the last ``keep`` to ``quiet_sink``, their contacts as
         :class:`ContactPoints`; the last ``keep`` stay waiting, contacts and all, for the next drain."""
-        self._settle()
-        n = self._row
-        if not self._active or n <= keep:
+        if self.waiting <= keep:
             return
         decode_points = getattr(self.adapter, "decode_contact_points", None)
         if self.quiet_sink is None or decode_points is None:
             self.drain()
             return
+        self._settle()
+        n = self._row
         first = n - keep
         of_rows = getattr(self.adapter, "body_states_of_rows", None)
         try:

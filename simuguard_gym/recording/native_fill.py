@@ -1,0 +1,90 @@
+"""NativeFill: a listener's rows and contact stage filled by the native per-substep copy.
+
+Between two calls into Python the C object (``engines/_substep_copy.c``) copies each substep's
+state into the listener's next row and stages its contacts, the same bytes the listener's
+Python hook would write. The listener keeps its own counts; before it reads or changes its rows
+or its stage it takes the copy's fill back (:meth:`settle`), and once done it points the copy at
+them again (:meth:`bind`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from simuguard_gym.engines import native
+from simuguard_gym.engines.base import PhysicsAdapter, StateRows
+
+
+class NativeFill:
+    """The native copy of one listener, or nothing where the extension is missing or off.
+
+    ``on_full(copied)`` is called from inside a substep hook: ``copied`` True when the substep
+    was copied and filled the batch (or the stage holds too many bytes), False when the listener
+    must copy this substep itself (its stage must grow, or nothing is bound). ``on_before(phase)``
+    likewise for ``copy.before(phase)`` while no before-rows are bound. Neither may raise.
+    ``enabled=False``: no native copy (``copy`` is None).
+    """
+
+    def __init__(self, on_full: Callable[[bool], None], on_before: Callable[[str], None] | None = None, *,
+                 enabled: bool = True) -> None:
+        self.copy: Any = native.new_substep_copy() if enabled else None
+        self.bound = False
+        self._on_full, self._on_before = on_full, on_before
+        self._before_owners: tuple[Any, ...] = ()
+        if self.copy is not None:
+            self.copy.forward(on_full, on_before)
+            self.copy.active = False
+
+    def row(self, python_row: int) -> int:
+        """The listener's next row: the copy's while bound, else the listener's own."""
+        return self.copy.row if self.bound else python_row
+
+    def settle(self, stage: Any, python_row: int) -> int:
+        """Take the copy's fill into ``stage`` and return the row count. The rows and the stage
+        are the listener's again: substeps come to ``on_full(False)`` until the next :meth:`bind`."""
+        if not self.bound:
+            return python_row
+        copy = self.copy
+        row = copy.row
+        stage.settle(row, copy.records_used, copy.extra_used)
+        self.unbind()
+        return row
+
+    def bind(self, adapter: PhysicsAdapter, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
+             max_staged: int, before: tuple[np.ndarray, bytearray, int, int] | None = None) -> None:
+        """Copy the next substeps into ``rows[row:]`` and onto ``stage``, and with ``before``
+        (before-rows like ``rows``, a phase byte per row, the bytes of a whole and of a split
+        substep) the state before each substep too; where the adapter cannot bind them, every
+        substep is handed to ``on_full(False)`` (and ``on_before``)."""
+        copy = self.copy
+        if copy is None:
+            return
+        self.bound = False
+        self._before_owners = ()
+        copy.forward(self._on_full, self._on_before)  # first: nothing is lost if binding fails
+        bind = getattr(adapter, "bind_substep_copy", None)
+        if bind is None:
+            return
+        addresses = None
+        if before is not None:
+            before_rows, phases, whole, split = before
+            if before_rows.shape != rows.shape or not before_rows.flags.c_contiguous or len(phases) < len(rows):
+                return
+            phase_bytes = np.frombuffer(phases, np.uint8)
+            self._before_owners = (before_rows, phases, phase_bytes)
+            addresses = (before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split)
+        self.bound = bool(bind(copy, state_rows, rows, row, stage, self._on_full, max_staged, before=addresses))
+
+    def unbind(self) -> None:
+        """Hand every substep to ``on_full(False)`` until the next :meth:`bind`."""
+        if self.copy is not None:
+            self.bound = False
+            self.copy.forward(self._on_full, self._on_before)
+
+    def stop(self) -> None:
+        """Copy nothing and call nothing until the next :meth:`bind`."""
+        self.bound = False
+        if self.copy is not None:
+            self.copy.active = False
