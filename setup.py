@@ -5,6 +5,8 @@ setup(
     ext_modules=[
         # The per-substep copies in one C call. optional: where it cannot be compiled (no C
         # compiler, no Python headers) the package installs without it and copies in Python.
-        Extension("simuguard_gym.engines._substep_copy", ["simuguard_gym/engines/_substep_copy.c"], optional=True),
+        # A top-level module: tests run from a checkout, whose simuguard_gym/ (no compiled
+        # files) would hide one built into the installed package.
+        Extension("_simuguard_substep_copy", ["simuguard_gym/engines/_substep_copy.c"], optional=True),
     ],
 )

@@ -8,8 +8,9 @@
  *
  * It knows nothing of any engine: it copies from addresses it is given (engines/ finds them and
  * checks them against the bindings) into buffers it is given (numpy arrays, kept alive here).
- * Built as an optional extension; without it the same copies run in Python
- * (see simuguard_gym/engines/substep_copy.py).
+ * Built as an optional extension (setup.py); without it the listeners' Python hooks make the same
+ * copies. engines/native.py imports it, recording/native_fill.py binds it to a listener, and
+ * MujocoAdapter.bind_substep_copy hands it MuJoCo's addresses.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -301,15 +302,6 @@ static PyObject *substep_copy_forward(SubstepCopy *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *substep_copy_release(SubstepCopy *self, PyObject *Py_UNUSED(ignored)) {
-    self->active = 0;
-    self->before_rows = NULL;
-    Py_CLEAR(self->on_full);
-    Py_CLEAR(self->keep);
-    Py_CLEAR(self->on_before);
-    Py_RETURN_NONE;
-}
-
 static PyObject *substep_copy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     if (PyTuple_GET_SIZE(args) || (kwargs != NULL && PyDict_GET_SIZE(kwargs))) {
         PyErr_SetString(PyExc_TypeError, "SubstepCopy() takes no arguments; call bind()");
@@ -373,13 +365,12 @@ static PyMethodDef substep_copy_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))substep_copy_bind, METH_VARARGS | METH_KEYWORDS, bind_doc},
     {"forward", (PyCFunction)substep_copy_forward, METH_VARARGS, forward_doc},
     {"before", (PyCFunction)substep_copy_before, METH_O, before_doc},
-    {"release", (PyCFunction)substep_copy_release, METH_NOARGS, "Deactivate and drop the buffers' owners."},
     {NULL},
 };
 
 static PyTypeObject SubstepCopyType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "simuguard_gym.engines._substep_copy.SubstepCopy",
+    .tp_name = "_simuguard_substep_copy.SubstepCopy",
     .tp_doc = "A substep's state spans into a row and its contacts onto a stage, in one call (see bind()).",
     .tp_basicsize = sizeof(SubstepCopy),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
@@ -395,12 +386,12 @@ static PyTypeObject SubstepCopyType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "simuguard_gym.engines._substep_copy",
-    .m_doc = "A substep listener's copies in one C call (optional; see substep_copy.py).",
+    .m_name = "_simuguard_substep_copy",
+    .m_doc = "A substep listener's copies in one C call (optional; see simuguard_gym/engines/native.py).",
     .m_size = -1,
 };
 
-PyMODINIT_FUNC PyInit__substep_copy(void) {
+PyMODINIT_FUNC PyInit__simuguard_substep_copy(void) {
     if (PyType_Ready(&SubstepCopyType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

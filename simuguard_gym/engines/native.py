@@ -1,4 +1,5 @@
-"""The optional C extension: a substep listener's copies in one call (``_substep_copy.c``).
+"""The optional C extension: a substep listener's copies in one call (``_substep_copy.c``,
+built as the top-level module ``_simuguard_substep_copy``).
 
 Built with the package where a C compiler and Python's headers are present; elsewhere, or with
 ``SIMUGUARD_NATIVE=0`` in the environment, listeners copy in Python: the same bytes, slower
@@ -10,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-try:
-    from simuguard_gym.engines._substep_copy import SubstepCopy
+try:  # a top-level module (see setup.py), compiled from engines/_substep_copy.c
+    from _simuguard_substep_copy import SubstepCopy
 except ImportError:  # not compiled: Python copies
     SubstepCopy = None
 

@@ -134,6 +134,7 @@ class SubstepRecorder:
         self._slots = self._shared_slots(cap) if self._may_use_helper() else None
         if self._slots is not None:
             self._use_slot(0)
+            self._stage.clear()  # an episode left without finish() may have staged substeps
             self._encoder = None
         else:
             self._stage = a.new_contact_stage(reuse=self._stage)
