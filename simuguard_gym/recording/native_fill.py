@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from simuguard_gym.engines import native
-from simuguard_gym.engines.base import PhysicsAdapter, StateRows
+from simuguard_gym.engines.base import PhysicsAdapter, StateRows, report_failure
 
 
 class NativeFill:
@@ -88,3 +88,38 @@ class NativeFill:
         self.bound = False
         if self.copy is not None:
             self.copy.active = False
+
+
+class NativeFillMixin:
+    """The call into Python of a listener (the tap, the recorder) whose ``_fill`` copies its
+    substeps: the listener defines ``_settle()``, ``_rebind()``, ``_batch_full()`` (drain or
+    flush) and its Python ``after_substep``, and keeps its next row in ``_row``."""
+
+    _fill: NativeFill
+    _row: int
+
+    def _native_full(self, copied: bool) -> None:
+        """A batch to end (the substep was ``copied``), or a substep to copy in Python (the
+        stage must grow, or nothing is bound); never raises."""
+        try:
+            was_bound = self._fill.bound
+            self._settle()  # the rows and the stage are Python's until rebound
+            if copied:
+                self._batch_full()
+            else:
+                type(self).after_substep(self)  # the class's Python hook, not the C object
+                # Rebind at once after a growth; else (nothing to bind, e.g. no contact located
+                # yet) try again every 64 substeps: a failing bind costs a few microseconds.
+                if not self._fill.bound and (was_bound or self._row & 63 == 0):
+                    self._rebind()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            report_failure(self, "after_substep", error)
+
+    def _settle(self) -> None:
+        raise NotImplementedError
+
+    def _rebind(self) -> None:
+        raise NotImplementedError
+
+    def _batch_full(self) -> None:
+        raise NotImplementedError

@@ -33,7 +33,7 @@ import numpy as np
 from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows,
                                        report_failure)
 from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
-from simuguard_gym.recording.native_fill import NativeFill
+from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class PackedChunkSink:
 MAX_ERRORS = 100
 
 
-class SubstepRecorder:
+class SubstepRecorder(NativeFillMixin):
     """Records substeps of ``adapter`` into chunks handed to ``sink(columns, first, n)``.
 
     >>> import mujoco
@@ -233,22 +233,8 @@ class SubstepRecorder:
         else:
             self._fill.stop()
 
-    def _native_full(self, copied: bool) -> None:
-        """The native copy's call into Python: a full chunk (the substep was ``copied``), or a
-        substep to record here (the stage must grow, or nothing is bound)."""
-        try:
-            was_bound = self._fill.bound
-            self._settle()  # the rows and the stage are Python's until rebound
-            if copied:
-                self._flush()
-            else:
-                SubstepRecorder.after_substep(self)
-                # Rebind at once after a growth; else (nothing to bind, e.g. no contact located
-                # yet) try again every 64 substeps: a failing bind costs a few microseconds.
-                if not self._fill.bound and (was_bound or self._row & 63 == 0):
-                    self._rebind()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            report_failure(self, "after_substep", error)
+    def _batch_full(self) -> None:
+        self._flush()
 
     def _native_before(self, phase: str) -> None:
         SubstepRecorder.before_substep(self, phase)  # guards itself

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, report_failure
-from simuguard_gym.recording.native_fill import NativeFill
+from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
 QuietSink = Callable[[np.ndarray, np.ndarray, ContactPoints], None]
@@ -23,7 +23,7 @@ QuietSink = Callable[[np.ndarray, np.ndarray, ContactPoints], None]
 MAX_STAGED_BYTES = 32 * 1024 * 1024
 
 
-class SubstepTap:
+class SubstepTap(NativeFillMixin):
     """Substep listener that hands ``sink(pose, vel, contacts)`` batches of decoded substeps.
 
     A batch is handed over at every ``drain()`` and whenever ``max_batch`` substeps or
@@ -158,22 +158,8 @@ class SubstepTap:
         else:
             self._fill.stop()
 
-    def _native_full(self, copied: bool) -> None:
-        """The native copy's call into Python: a batch to drain (the substep was ``copied``), or
-        a substep to copy here (the stage must grow, or nothing is bound)."""
-        try:
-            was_bound = self._fill.bound
-            self._settle()  # the rows and the stage are Python's until rebound
-            if copied:
-                self.drain()
-            else:
-                SubstepTap.after_substep(self)
-                # Rebind at once after a growth; else (nothing to bind, e.g. no contact located
-                # yet) try again every 64 substeps: a failing bind costs a few microseconds.
-                if not self._fill.bound and (was_bound or self._row & 63 == 0):
-                    self._rebind()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            report_failure(self, "after_substep", error)
+    def _batch_full(self) -> None:
+        self.drain()
 
     def waiting_elements(self, since: int, elements: np.ndarray) -> np.ndarray:
         """State ``elements`` (n, len(elements); float components only) after the waiting substeps
