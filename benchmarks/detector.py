@@ -24,7 +24,7 @@ import numpy as np
 
 import simuguard_gym.envs  # noqa: F401
 from scenes import pile_scene
-from timing import interleaved_runs, paired_cost, timed_run
+from timing import copies_in_use, interleaved_runs, paired_cost, timed_run
 from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording
 
 
@@ -96,7 +96,7 @@ def main() -> None:
     import mujoco
 
     print(f"mujoco {mujoco.__version__}, {args.steps} env steps, online: medians over {args.repeats} pairs, "
-          "offline: best of as many\n")
+          f"offline: best of as many; {copies_in_use()}\n")
     print("online (ArtifactMonitor vs the unwrapped env)\n")
     print("| env | monitored objects | unwrapped us / substep | added us / substep | added % "
           "| added us / substep / object |")

@@ -28,7 +28,7 @@ import numpy as np
 import simuguard_gym.envs  # noqa: F401
 from simuguard_gym import RecordPhysics, load_recording
 from scenes import pile_scene
-from timing import interleaved_runs, paired_cost, timed_run
+from timing import copies_in_use, interleaved_runs, paired_cost, timed_run
 
 
 def candidates() -> dict[str, Callable[[], gym.Env]]:
@@ -116,7 +116,7 @@ def main() -> None:
     import mujoco
 
     print(f"mujoco {mujoco.__version__}, episodes of ~{args.substeps} substeps, medians over {args.repeats} pairs"
-          f"{', no helper process' if args.no_helper_process else ''}\n")
+          f"{', no helper process' if args.no_helper_process else ''}; {copies_in_use()}\n")
     print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
           "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -54,3 +54,12 @@ def paired_cost(off: list[float], on: list[float]) -> tuple[float, float, float]
     pair them and swings by the noise."""
     off_a, on_a = np.asarray(off), np.asarray(on)
     return (float(np.median(off_a)), float(np.median(on_a - off_a)), float(np.median(on_a / off_a - 1.0)))
+
+
+def copies_in_use() -> str:
+    """Which per-substep copies the wrappers run (say it with every figure: they differ ~2x on Lift)."""
+    from simuguard_gym.engines import native
+
+    if native.new_substep_copy() is not None:
+        return "per-substep copies in C (the extension)"
+    return "per-substep copies in Python (the C extension not importable, or SIMUGUARD_NATIVE=0)"
