@@ -93,10 +93,27 @@ class NativeFill:
 class NativeFillMixin:
     """The call into Python of a listener (the tap, the recorder) whose ``_fill`` copies its
     substeps: the listener defines ``_settle()``, ``_rebind()``, ``_batch_full()`` (drain or
-    flush) and its Python ``after_substep``, and keeps its next row in ``_row``."""
+    flush) and its Python ``after_substep``, and keeps its next row in ``_row`` and whether it
+    captures in ``_active`` (set True by its ``start_episode``)."""
 
     _fill: NativeFill
     _row: int
+    _active: bool
+
+    @property
+    def active(self) -> bool:
+        """Whether substeps are captured (from ``start_episode`` until set False: the episode's
+        end, a failure)."""
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        if value and not self._active:
+            raise ValueError(f"start_episode() activates the {type(self).__name__}")
+        if not value:
+            self._settle()
+            self._active = False
+            self._fill.stop()
 
     def _native_full(self, copied: bool) -> None:
         """A batch to end (the substep was ``copied``), or a substep to copy in Python (the

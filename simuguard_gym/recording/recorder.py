@@ -156,20 +156,6 @@ class SubstepRecorder(NativeFillMixin):
         self._rebind()
 
     @property
-    def active(self) -> bool:
-        """Whether substeps are recorded (from ``start_episode`` until ``finish`` or a failure)."""
-        return self._active
-
-    @active.setter
-    def active(self, value: bool) -> None:
-        if value and not self._active:
-            raise ValueError("start_episode() activates the recorder")
-        if not value:
-            self._settle()
-            self._active = False
-            self._fill.stop()
-
-    @property
     def substep(self) -> int:
         """Substeps recorded this episode."""
         return self._chunk_first + self._fill.row(self._row)

@@ -122,20 +122,6 @@ class SubstepTap(NativeFillMixin):
             self.on_error(record)
 
     @property
-    def active(self) -> bool:
-        """Whether substeps are captured (from ``start_episode`` until set False)."""
-        return self._active
-
-    @active.setter
-    def active(self, value: bool) -> None:
-        if value and not self._active:
-            raise ValueError("start_episode() activates the tap")
-        if not value:
-            self._settle()
-            self._active = False
-            self._rebind()
-
-    @property
     def substep(self) -> int:
         """Substeps captured this episode."""
         return self._counted + self._fill.row(self._row) - self._row
