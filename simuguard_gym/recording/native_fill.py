@@ -25,6 +25,21 @@ class NativeFill:
     must copy this substep itself (its stage must grow, or nothing is bound). ``on_before(phase)``
     likewise for ``copy.before(phase)`` while no before-rows are bound. Neither may raise.
     ``enabled=False``: no native copy (``copy`` is None).
+
+    The monitor's tap, whose hooks then call the C object directly:
+
+    >>> import mujoco
+    >>> from simuguard_gym.engines.mujoco import MujocoAdapter
+    >>> from simuguard_gym.recording.tap import SubstepTap
+    >>> model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
+    ...     '<body pos="0 0 .09"><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
+    >>> data = mujoco.MjData(model); mujoco.mj_forward(model, data)  # a contact to locate
+    >>> adapter = MujocoAdapter(model, data)
+    >>> tap = SubstepTap(adapter, lambda pose, vel, contacts: None)
+    >>> adapter.hooks.add(tap); tap.start_episode()
+    >>> adapter.step(10)
+    >>> tap.waiting, tap._fill.bound is (tap._fill.copy is not None)  # bound where the extension is built
+    (10, True)
     """
 
     def __init__(self, on_full: Callable[[bool], None], on_before: Callable[[str], None] | None = None, *,
