@@ -594,9 +594,8 @@ class MujocoAdapter(BodyTableMixin):
             return False
         if self._arena is None and self.data.ncon:
             self._locate_contacts()
-        if self._counters is None:
-            return False
-        self._check_contact_location()
+        elif self._arena is not None:
+            self._check_contact_location()
         if self._counters is None:
             return False
         counters = np.frombuffer(self._counters, np.int32)
@@ -628,8 +627,7 @@ class MujocoAdapter(BodyTableMixin):
         geom = con["geom"]
         bodies = self._geom_body[geom]
         substep = np.repeat(np.arange(len(counts)), counts)
-        self.body_table()  # roles (robot mask) of the current model
-        keep = ~self._robot_mask[bodies].all(axis=1)
+        keep = self._audited(bodies)
         if not keep.all():  # the robot touching itself: not audited
             con, bodies, substep, efc_start = con[keep], bodies[keep], substep[keep], efc_start[keep]
         local = _local_contact_force(con, forces, efc_start, self._pyramidal, self._efc_width)
@@ -640,6 +638,11 @@ class MujocoAdapter(BodyTableMixin):
             np.sqrt(np.einsum("ij,ij->i", force, force)), np.ones(len(force), np.int64))
         pairs.speed = self._pair_speeds(pairs, states, con["pos"][deepest], kinematics)
         return pairs
+
+    def _audited(self, bodies: np.ndarray) -> np.ndarray:
+        """Which contacts (rows of their two bodies) are audited: all but a robot touching itself."""
+        self.body_table()  # roles (robot mask) of the current model
+        return ~self._robot_mask[bodies].all(axis=1)
 
     def decode_contact_points(self, stage: "MujocoContactStage", substeps: int) -> ContactPoints:
         """The bodies and depth of each contact point of the first ``substeps`` staged substeps,
@@ -658,8 +661,7 @@ class MujocoAdapter(BodyTableMixin):
         bodies = self._geom_body[con["geom"]]
         depth = (-con["dist"]).astype(np.float32)  # ContactPairs' depth: float32 of -dist
         stage.drop_first(substeps, record_bytes)
-        self.body_table()  # roles (robot mask) of the current model
-        keep = ~self._robot_mask[bodies].all(axis=1)
+        keep = self._audited(bodies)
         if not keep.all():
             counts = np.bincount(np.repeat(np.arange(substeps), counts)[keep], minlength=substeps)
             bodies, depth = bodies[keep], depth[keep]

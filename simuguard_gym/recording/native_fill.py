@@ -64,7 +64,7 @@ class NativeFill:
         copy = self.copy
         row = copy.row
         stage.settle(row, copy.records_used, copy.extra_used)
-        self.unbind()
+        self._forward()
         return row
 
     def bind(self, adapter: PhysicsAdapter, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
@@ -76,9 +76,8 @@ class NativeFill:
         copy = self.copy
         if copy is None:
             return
-        self.bound = False
+        self._forward()  # first: nothing is lost if binding fails
         self._before_owners = ()
-        copy.forward(self._on_full, self._on_before)  # first: nothing is lost if binding fails
         bind = getattr(adapter, "bind_substep_copy", None)
         if bind is None:
             return
@@ -92,11 +91,10 @@ class NativeFill:
             addresses = (before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split)
         self.bound = bool(bind(copy, state_rows, rows, row, stage, self._on_full, max_staged, before=addresses))
 
-    def unbind(self) -> None:
-        """Hand every substep to ``on_full(False)`` until the next :meth:`bind`."""
-        if self.copy is not None:
-            self.bound = False
-            self.copy.forward(self._on_full, self._on_before)
+    def _forward(self) -> None:
+        """Hand every substep to ``on_full(False)`` (and ``on_before``) until the next :meth:`bind`."""
+        self.bound = False
+        self.copy.forward(self._on_full, self._on_before)
 
     def stop(self) -> None:
         """Copy nothing and call nothing until the next :meth:`bind`."""
