@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
-from simuguard_gym import RecordPhysics, load_recording, replay
+from simuguard_gym import ArtifactMonitor, RecordPhysics, load_recording, replay
 from simuguard_gym.engines import native
 from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.wrappers.info_key import INFO_KEY
@@ -87,12 +87,13 @@ def test_exception_in_hook_is_recorded_not_raised(record_dir, monkeypatch):
     assert rec.footer["errors"] == 1
 
 
-def test_monitor_detaches_cleanly(record_dir):
+def test_wrappers_detach_cleanly(record_dir):
+    original = mujoco.mj_step
     inner = make_contact_scene()
-    env = RecordPhysics(inner, record_dir)
-    assert "_step_mujoco_simulation" in inner.unwrapped.__dict__
+    env = ArtifactMonitor(RecordPhysics(inner, record_dir))
+    assert mujoco.mj_step is not original  # MuJoCo's step functions interposed while attached
     env.close()
-    assert "_step_mujoco_simulation" not in inner.unwrapped.__dict__
+    assert mujoco.mj_step is original and mujoco.mj_step2.__module__ != "simuguard_gym.engines.mujoco_hooking"
 
 
 def test_recording_ends_with_outcome(record_dir):

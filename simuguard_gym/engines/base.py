@@ -464,12 +464,13 @@ _ADAPTER_ATTR = "_simuguard_adapter"
 def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapter:
     """Return the adapter of ``env``'s simulator, creating it on first use.
 
-    Gymnasium 1.x wrappers forward no attributes, so detection looks at ``env.unwrapped``:
-    ``sim`` (robosuite), ``model``/``data`` (Gymnasium ``MujocoEnv`` and compatible envs),
-    ``scene`` (SAPIEN with the PhysX CPU backend). The adapter is cached on the unwrapped env, so
-    stacked wrappers share one set of hooks. An env may name its roles in a
-    ``simuguard_task_spec`` attribute (a :class:`~simuguard_gym.TaskSpec`), used unless a
-    wrapper is given another.
+    Gymnasium 1.x wrappers forward no attributes, so detection looks at ``env.unwrapped``: a
+    SAPIEN scene on the PhysX CPU backend at ``scene`` (SAPIEN, ManiSkill3), else the one
+    ``mujoco.MjData`` it keeps, wherever it is (``data``, robosuite's ``sim.data._data``, or found
+    among its attributes: see :func:`simuguard_gym.engines.mujoco_hooking.locate`). The adapter is
+    cached on the unwrapped env, so stacked wrappers share one set of hooks. An env may name its
+    roles in a ``simuguard_task_spec`` attribute (a :class:`~simuguard_gym.TaskSpec`), used unless
+    a wrapper is given another.
 
     >>> import gymnasium as gym
     >>> from simuguard_gym.engines import adapter_for
@@ -483,20 +484,18 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
     cached = base.__dict__.get(_ADAPTER_ATTR) if hasattr(base, "__dict__") else None
     if cached is not None:
         return cached
-    if _looks_like_robosuite(base) or _looks_like_gym_mujoco(base):
-        from simuguard_gym.engines.mujoco import MujocoAdapter
-
-        found: PhysicsAdapter = MujocoAdapter.from_env(base)
-    elif _looks_like_sapien(base):
+    if _looks_like_sapien(base):
         from simuguard_gym.engines.sapien import SapienAdapter
 
-        found = SapienAdapter.from_env(base)
+        found: PhysicsAdapter = SapienAdapter.from_env(base)
     else:
-        raise TypeError(
-            f"cannot find a supported simulator in {type(base).__name__}: expected env.unwrapped to have "
-            "'sim' (robosuite), 'model'/'data' (Gymnasium MujocoEnv) or 'scene' (SAPIEN, PhysX CPU); "
-            "pass adapter=... explicitly"
-        )
+        from simuguard_gym.engines.mujoco import MujocoAdapter
+
+        try:
+            found = MujocoAdapter.from_env(base)
+        except TypeError as error:
+            raise TypeError(f"cannot attach simuguard to {type(base).__name__}: no SAPIEN scene on the PhysX CPU "
+                            f"backend at env.unwrapped.scene, and {error}") from None
     default_spec = getattr(base, "simuguard_task_spec", None)
     if default_spec is not None:  # the env names its own containers; a user's TaskSpec still wins
         from simuguard_gym.task_spec import use_task_spec
@@ -506,19 +505,10 @@ def adapter_for(env: Any, adapter: PhysicsAdapter | None = None) -> PhysicsAdapt
     return found
 
 
-def _looks_like_robosuite(base: Any) -> bool:
-    sim = getattr(base, "sim", None)
-    return sim is not None and hasattr(getattr(sim, "model", None), "_model")
-
-
 def _looks_like_sapien(base: Any) -> bool:
     scene = getattr(base, "scene", None)
     system = getattr(scene, "physx_system", None) or getattr(scene, "px", None)  # SAPIEN / ManiSkill3
     return type(system).__name__ == "PhysxCpuSystem"
-
-
-def _looks_like_gym_mujoco(base: Any) -> bool:
-    return hasattr(base, "model") and hasattr(base, "data") and hasattr(base, "_step_mujoco_simulation")
 
 
 @dataclass

@@ -1,14 +1,11 @@
-"""MuJoCo adapter: raw MjModel/MjData, Gymnasium ``MujocoEnv``, robosuite ``MjSim``.
+"""MuJoCo adapter: any env that steps a ``mujoco.MjData`` (Gymnasium ``MujocoEnv``, robosuite,
+Gymnasium-Robotics, Meta-World, dm_control, a raw model and data).
 
-Where a substep is:
-
-* Gymnasium ``MujocoEnv``: ``_step_mujoco_simulation(ctrl, n_frames)`` runs all frames in one C
-  call. The adapter overrides it *on the instance* with a loop of single ``mj_step`` calls, which is
-  bit-identical (checked by the tests) and keeps RK4 envs (Ant) whole.
-* robosuite: ``sim.step()`` (full physics) or ``sim.step1()`` + ``sim.step2()`` (``lite_physics``,
-  the controller writes ``ctrl`` in between). The instance methods of the current ``sim`` are
-  patched; robosuite's hard reset builds a new ``sim``, so :meth:`MujocoAdapter.refresh` re-patches.
-* raw: the user calls :meth:`MujocoAdapter.step`.
+Its substeps reach the hooks through MuJoCo's own step functions, interposed while an adapter is
+attached (:mod:`~simuguard_gym.engines.mujoco_hooking`): whole substeps (``mj_step``, also with
+``nstep``) and split ones (``mj_step1``, the env's writes, ``mj_step2``: robosuite's
+``lite_physics``). :meth:`MujocoAdapter.refresh` follows an env that builds a new MjData on reset
+(robosuite's hard reset).
 
 What is recorded for substep k: body states are those *after* the substep (decoded from the
 integration state, which is read anyway for the fingerprint), contacts and contact forces are
@@ -20,6 +17,7 @@ contact forces of record k.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import threading
 import zlib
@@ -31,6 +29,8 @@ import numpy as np
 from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, ContactPoints, SpeedBound,
                                        StateComponent, StateRows, SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
+from simuguard_gym.engines import mujoco_hooking
+from simuguard_gym.engines.mujoco_hooking import MujocoLocation
 from simuguard_gym.engines.mujoco_struct import live_fields
 from simuguard_gym.engines.vector_math import cross, quat_to_mat
 
@@ -45,6 +45,26 @@ _STATE_NAMES = {
 #: The fields of mjContact that contact decoding needs (friction: the two tangential coefficients).
 _CONTACT_FIELDS = np.dtype([("dist", "<f8"), ("pos", "<f8", 3), ("frame", "<f8", 9), ("friction", "<f8", 2), ("geom", "<i4", 2),
                             ("efc_address", "<i4"), ("dim", "<i4")])
+
+_STEP_TIMER = int(mujoco.mjtTimer.mjTIMER_STEP)
+
+
+@functools.lru_cache(maxsize=None)
+def _contact_record() -> tuple[np.dtype, int]:
+    """Where the fields of ``_CONTACT_FIELDS`` sit in MuJoCo's mjContact records, and the
+    records' size, read once from a scratch scene with a contact."""
+    model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
+                                           '<body pos="0 0 .05"><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    con = data.contact
+    base = con.dist.__array_interface__["data"][0]
+    offsets = [getattr(con, f).__array_interface__["data"][0] - base for f in _CONTACT_FIELDS.names]
+    formats = [_CONTACT_FIELDS.fields[f][0] for f in _CONTACT_FIELDS.names]
+    stride = int(con.dist.strides[0])
+    return np.dtype({"names": list(_CONTACT_FIELDS.names), "formats": formats, "offsets": offsets,
+                     "itemsize": stride}), stride
+
 
 # Model arrays that do not influence physics (drawing only); left out of the model fingerprint
 # because e.g. robosuite regenerates textures per reset.
@@ -82,31 +102,30 @@ class MujocoAdapter(BodyTableMixin):
     DECODE_COMPONENTS = frozenset({"time", "qpos", "qvel", "mocap_pos", "mocap_quat"})
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, *, owner: Any = None,
-                 flavour: str = "raw") -> None:
+                 location: MujocoLocation | None = None) -> None:
         if not isinstance(model, mujoco.MjModel) or not isinstance(data, mujoco.MjData):
             raise TypeError("MujocoAdapter needs a mujoco.MjModel and a mujoco.MjData")
         self.hooks = SubstepHooks()
         self._scratch_lock = threading.Lock()  # decoding may run on a recorder's worker thread
         self.task_spec: Any = None
-        self.flavour = flavour
+        #: The env the adapter was found on (None: a raw model and data), and where in it the
+        #: MjData is: refresh() follows that path after a reset (robosuite builds a new MjData).
         self._owner = owner
-        self._patched_sim: Any = None
+        self._location = location
         self._bind(model, data)
-        if flavour == "gymnasium":
-            self._patch_gymnasium()
-        elif flavour == "robosuite":
-            self._patch_robosuite(owner.sim)
+        mujoco_hooking.attach(self)
 
     # ------------------------------------------------------------------ binding and hooks
     @classmethod
     def from_env(cls, base: Any) -> "MujocoAdapter":
-        sim = getattr(base, "sim", None)
-        if sim is not None and hasattr(sim, "model") and hasattr(sim.model, "_model"):
-            return cls(sim.model._model, sim.data._data, owner=base, flavour="robosuite")
-        return cls(base.model, base.data, owner=base, flavour="gymnasium")
+        """The adapter of the MjData that ``base`` (an env's ``unwrapped``) keeps, wherever it is
+        (see :func:`~simuguard_gym.engines.mujoco_hooking.locate`)."""
+        location = mujoco_hooking.locate(base)
+        return cls(location.model, location.data, owner=base, location=location)
 
     def _bind(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         self.model, self.data = model, data
+        self._step_timer = data.timer[_STEP_TIMER]  # a view on data: MuJoCo's own substep count
         self.substep_dt = float(model.opt.timestep)
         layout, offset, bit = [], 0, 1
         while bit <= _INTEGRATION:
@@ -132,6 +151,9 @@ class MujocoAdapter(BodyTableMixin):
         self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None
         self._arena: memoryview | None = None  # a view on `data`'s arena, located on the first contact
+        # Known before the scene's first contact, so that any stage decodes (also in a process
+        # forked before it): the record layout belongs to the MuJoCo build, not to the scene.
+        self._contact_dtype, self._contact_stride = _contact_record()
         self._counters: memoryview | None = None  # ncon, ..., nefc of `data` (mujoco_struct), once located
         self._pyramidal = int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
         max_dim = int(model.geom_condim.max()) if model.ngeom else 3
@@ -139,75 +161,29 @@ class MujocoAdapter(BodyTableMixin):
         self._efc_width = max(2 * (max_dim - 1), 1) if self._pyramidal else max_dim
 
     def refresh(self) -> None:
-        """Follow the env to its current simulator (robosuite rebuilds it on hard reset)."""
-        if self.flavour == "robosuite":
-            sim = self._owner.sim
-            if sim is not self._patched_sim:
-                self._bind(sim.model._model, sim.data._data)
-                self._patch_robosuite(sim)
-        elif self.flavour == "gymnasium":
-            if self._owner.model is not self.model or self._owner.data is not self.data:
-                self._bind(self._owner.model, self._owner.data)
-            self._patch_gymnasium()
+        """Follow the env to the MjData it steps now (robosuite builds a new one on hard reset)."""
+        if self._location is None:
+            return
+        location = self._location.follow(self._owner)
+        self._location = location
+        if location.data is not self.data or location.model is not self.model:
+            mujoco_hooking.release(self, self.data)
+            self._bind(location.model, location.data)
+        mujoco_hooking.attach(self)
 
     def detach(self) -> None:
-        if self.flavour == "gymnasium":
-            self._owner.__dict__.pop("_step_mujoco_simulation", None)
-        elif self.flavour == "robosuite" and self._patched_sim is not None:
-            for name in ("step", "step1", "step2"):
-                self._patched_sim.__dict__.pop(name, None)
-            self._patched_sim = None
+        """Stop hooking this scene's substeps (once no adapter is attached, the ``mujoco``
+        module's own step functions are back)."""
+        mujoco_hooking.release(self, self.data)
 
-    def _patch_gymnasium(self) -> None:
-        owner = self._owner
-        method = type(owner)._step_mujoco_simulation
-        if not getattr(method, "_simuguard_plain_substeps", False):
-            from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-
-            if method is not MujocoEnv._step_mujoco_simulation:
-                raise TypeError(
-                    f"{type(owner).__name__} overrides _step_mujoco_simulation, so its substeps cannot be hooked "
-                    "without changing its physics; wrap a MujocoAdapter around its model/data yourself"
-                )
-        owner._step_mujoco_simulation = self._gym_substeps
-
-    def _gym_substeps(self, ctrl: np.ndarray, n_frames: int) -> None:
-        # Same effect as MujocoEnv._step_mujoco_simulation, one mj_step per frame.
-        model, data, hooks = self.model, self.data, self.hooks
-        data.ctrl[:] = ctrl
-        phase = "start"
-        for _ in range(n_frames):
-            hooks.before(phase)
-            mujoco.mj_step(model, data)
-            hooks.after()
-            # Between two frames of this loop no code outside simuguard runs, so nothing can have
-            # written the state: listeners may skip reading it.
-            phase = "continue"
-        mujoco.mj_rnePostConstraint(model, data)
-
-    def _patch_robosuite(self, sim: Any) -> None:
-        model, data, hooks = self.model, self.data, self.hooks
-
-        def step(with_udd: bool = True) -> None:
-            hooks.before("start")
-            mujoco.mj_step(model, data)
-            hooks.after()
-
-        def step1() -> None:
-            mujoco.mj_step1(model, data)
-
-        def step2() -> None:
-            # One look at the state per substep: writes made before step1 and between the halves
-            # are told apart by which half reads them (SPLIT_LATE_COMPONENTS).
-            hooks.before("split")
-            mujoco.mj_step2(model, data)
-            hooks.after()
-
-        sim.step, sim.step1, sim.step2 = step, step1, step2
-        self._patched_sim = sim
+    def engine_substeps(self) -> int:
+        """Substeps MuJoCo itself counted on this MjData since its last reset (``mj_step`` and
+        ``mj_step1`` calls), whoever made them: a check that every substep reached the hooks."""
+        return int(self._step_timer.number)
 
     def step(self, nstep: int = 1) -> None:
-        """Advance a raw scene by ``nstep`` substeps with the listeners called around each."""
+        """Advance a raw scene by ``nstep`` substeps with the listeners called around each (the
+        same as ``mujoco.mj_step(model, data, nstep)`` while the adapter is attached)."""
         for _ in range(nstep):
             self.run_substep(False, None)
 
@@ -215,14 +191,14 @@ class MujocoAdapter(BodyTableMixin):
         """Run one substep as the env did (whole, or split with writes between the halves)."""
         model, data, hooks = self.model, self.data, self.hooks
         if split:
-            mujoco.mj_step1(model, data)
+            mujoco_hooking.mj_step1(model, data)
             if apply_mid is not None:
                 apply_mid()
             hooks.before("split")
-            mujoco.mj_step2(model, data)
+            mujoco_hooking.mj_step2(model, data)
         else:
             hooks.before("start")
-            mujoco.mj_step(model, data)
+            mujoco_hooking.mj_step(model, data)
         hooks.after()
 
     def split_late_components(self) -> frozenset[str]:
@@ -565,12 +541,10 @@ class MujocoAdapter(BodyTableMixin):
         con = self.data.contact
         base = con.dist.__array_interface__["data"][0]
         stride = con.dist.strides[0]
-        offsets = [getattr(con, f).__array_interface__["data"][0] - base for f in _CONTACT_FIELDS.names]
-        formats = [_CONTACT_FIELDS.fields[f][0] for f in _CONTACT_FIELDS.names]
-        self._contact_dtype = np.dtype({"names": list(_CONTACT_FIELDS.names), "formats": formats,
-                                        "offsets": offsets, "itemsize": stride})
+        if stride != self._contact_stride:
+            raise RuntimeError(f"mjContact records are {stride} bytes apart here, {self._contact_stride} in a "
+                               "scratch scene of the same MuJoCo")
         self._arena_base = base
-        self._contact_stride = stride
         fields = live_fields(self.data)
         if fields is not None and fields.arena_address != base:
             fields = None

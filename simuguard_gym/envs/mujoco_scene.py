@@ -59,9 +59,8 @@ class MujocoSceneEnv(gym.Env):
         return self._obs(), 0.0, False, False, {}
 
     def _step_mujoco_simulation(self, ctrl: np.ndarray, n_frames: int) -> None:
-        # Same contract as gymnasium's MujocoEnv, so the MuJoCo adapter hooks it the same way.
+        # As gymnasium's MujocoEnv steps: simuguard's hooks see each of the n_frames substeps.
         self.data.ctrl[:] = ctrl
         mujoco.mj_step(self.model, self.data, nstep=n_frames)
         mujoco.mj_rnePostConstraint(self.model, self.data)
 
-    _step_mujoco_simulation._simuguard_plain_substeps = True  # type: ignore[attr-defined]

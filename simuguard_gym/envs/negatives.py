@@ -63,8 +63,6 @@ class _MujocoTask(gym.Env):
         mujoco.mj_step(self.model, self.data, nstep=n_frames)
         mujoco.mj_rnePostConstraint(self.model, self.data)
 
-    _step_mujoco_simulation._simuguard_plain_substeps = True  # type: ignore[attr-defined]
-
     def _check_success(self) -> bool:
         return False
 

@@ -143,8 +143,6 @@ class PlaceCanBasketMujocoEnv(gym.Env):
         mujoco.mj_step(self.model, self.data, nstep=n_frames)
         mujoco.mj_rnePostConstraint(self.model, self.data)
 
-    _step_mujoco_simulation._simuguard_plain_substeps = True  # type: ignore[attr-defined]
-
     def expert_action(self) -> np.ndarray:
         """The scripted placement's action for the current step (the same as PlaceCanBasket-v0's)."""
         if self.plan is None:

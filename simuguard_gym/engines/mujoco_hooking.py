@@ -1,0 +1,225 @@
+"""How any env's MuJoCo substeps reach simuguard's hooks, and where an env keeps its MuJoCo.
+
+**One mechanism for every env.** Envs step MuJoCo through the ``mujoco`` module's own functions,
+looked up when called: ``mujoco.mj_step(m, d, nstep)`` (Gymnasium's ``MujocoEnv``,
+Gymnasium-Robotics, Meta-World, dm_control's ``Physics``, a user's raw loop) or ``mj_step1`` /
+``mj_step2`` (robosuite's ``MjSim`` with ``lite_physics``, dm_control's legacy step). While an
+adapter is attached, ``mj_step`` and ``mj_step2`` on the module are replaced by functions that
+run the same C calls, one substep at a time, with the hooks of the ``MjData``'s adapter around
+each; a call on any other ``MjData`` goes straight through. ``mj_step(m, d, nstep=n)`` is n
+calls of ``mj_step(m, d)`` inside MuJoCo too, so the physics is bit for bit the same (the tests
+compare envs with and without the hooks). When the last adapter detaches, the module's own
+functions are put back.
+
+An env that reaches MuJoCo another way (a name imported with ``from mujoco import mj_step``
+before the hooks were installed, a C extension) is not silently lost: MuJoCo counts its substeps
+itself (``mjData.timer[mjTIMER_STEP].number``, one per ``mj_step`` or ``mj_step1``), and the
+wrappers compare that count with what reached the hooks at every env step.
+
+>>> import mujoco
+>>> from simuguard_gym.engines.mujoco import MujocoAdapter
+>>> model = mujoco.MjModel.from_xml_string(
+...     '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
+>>> data = mujoco.MjData(model)
+>>> adapter = MujocoAdapter(model, data)     # attaching installs the hooks
+>>> mujoco.mj_step(model, data, nstep=3)     # the env's own call, now with hooks around each substep
+>>> adapter.engine_substeps()
+3
+>>> adapter.detach()                          # the last adapter gone: mujoco's own functions again
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mujoco
+import mujoco._functions
+
+#: MuJoCo's own step functions, as the module had them when simuguard was imported.
+mj_step = mujoco.mj_step
+mj_step1 = mujoco.mj_step1
+mj_step2 = mujoco.mj_step2
+
+
+class HookedScene(Protocol):
+    """What the interposed functions need of an adapter: its MjData and its hooks."""
+
+    data: mujoco.MjData
+    hooks: Any
+
+
+# id(MjData) -> a weak reference to the adapter whose hooks run around its substeps: an env
+# dropped without close() takes its adapter with it, and the entry goes (see _forget). The
+# adapter's ``data`` is compared by identity, so a reused id of a collected MjData never matches.
+_ATTACHED: dict[int, "weakref.ref[HookedScene]"] = {}
+_LOCK = threading.RLock()  # installing and restoring the module's functions (also from a GC callback)
+
+
+def _adapter_of(d: mujoco.MjData) -> HookedScene | None:
+    ref = _ATTACHED.get(id(d))
+    adapter = ref() if ref is not None else None
+    return adapter if adapter is not None and adapter.data is d else None
+
+
+def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
+    adapter = _adapter_of(d)
+    if adapter is None:
+        return mj_step(m, d, nstep)
+    try:
+        n = operator.index(nstep)
+    except TypeError:
+        return mj_step(m, d, nstep)  # MuJoCo's own error for a bad argument
+    if n < 1:
+        return mj_step(m, d, n)
+    hooks = adapter.hooks
+    hooks.before("start")
+    mj_step(m, d)
+    hooks.after()
+    for _ in range(n - 1):
+        # Between two substeps of one call no code outside simuguard runs: nothing can have
+        # written the state, and listeners may skip reading it.
+        hooks.before("continue")
+        mj_step(m, d)
+        hooks.after()
+
+
+def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
+    adapter = _adapter_of(d)
+    if adapter is None:
+        return mj_step2(m, d)
+    # One look at the state per split substep: what was written before mj_step1 and between the
+    # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
+    adapter.hooks.before("split")
+    mj_step2(m, d)
+    adapter.hooks.after()
+
+
+_REPLACED = {"mj_step": (mj_step, _hooked_step), "mj_step2": (mj_step2, _hooked_step2)}
+
+
+def attach(adapter: HookedScene) -> None:
+    """Run ``adapter``'s hooks around every substep of its ``data`` from now on."""
+    key = id(adapter.data)
+    with _LOCK:
+        _ATTACHED[key] = weakref.ref(adapter, lambda ref, key=key: _forget(key, ref))
+        for name, (_, hooked) in _REPLACED.items():
+            for module in (mujoco, mujoco._functions):
+                setattr(module, name, hooked)
+
+
+def release(adapter: HookedScene, data: mujoco.MjData) -> None:
+    """Stop running ``adapter``'s hooks around ``data``'s substeps."""
+    ref = _ATTACHED.get(id(data))
+    if ref is not None and ref() is adapter:
+        _forget(id(data), ref)
+
+
+def _forget(key: int, ref: Any) -> None:
+    """Drop an entry; once none is left the module's own functions are back (unless someone
+    replaced them after us)."""
+    with _LOCK:
+        if _ATTACHED.get(key) is ref:
+            del _ATTACHED[key]
+        if _ATTACHED:
+            return
+        for name, (original, hooked) in _REPLACED.items():
+            for module in (mujoco, mujoco._functions):
+                if getattr(module, name) is hooked:
+                    setattr(module, name, original)
+
+
+def installed() -> bool:
+    """Whether the ``mujoco`` module's step functions are simuguard's now."""
+    return mujoco.mj_step is _hooked_step
+
+
+# ---------------------------------------------------------------------------------------- finding
+#: Where the envs of the families simuguard is tested on keep their MjData, from ``env.unwrapped``
+#: (Gymnasium's MujocoEnv and Gymnasium-Robotics: ``data``; robosuite: ``sim.data._data``;
+#: dm_control: ``physics.data.ptr``). Anything else is found by searching the attributes.
+KNOWN_PATHS = (("data",), ("sim", "data", "_data"), ("physics", "data", "ptr"), ("_physics", "data", "ptr"))
+#: How many attribute hops deep the search looks (robosuite's own GymWrapper: env.sim.data._data).
+SEARCH_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class MujocoLocation:
+    """Where an env keeps the MjData it steps: ``path`` (attribute names from the env) and the
+    MjData and MjModel found there."""
+
+    path: tuple[str, ...]
+    model: mujoco.MjModel
+    data: mujoco.MjData
+
+    def follow(self, owner: Any) -> "MujocoLocation":
+        """The same path on ``owner`` now (an env may build a new MjData on reset), or a new
+        search where the path no longer leads to one."""
+        target: Any = owner
+        try:
+            for name in self.path:
+                target = getattr(target, name)
+        except AttributeError:
+            return locate(owner)
+        if isinstance(target, mujoco.MjData):
+            return MujocoLocation(self.path, target.model, target)
+        return locate(owner)
+
+
+def locate(owner: Any) -> MujocoLocation:
+    """Find the one ``MjData`` that ``owner`` (an env's ``unwrapped``) keeps; a TypeError names
+    what was found where none or several are."""
+    found: dict[int, tuple[tuple[str, ...], mujoco.MjData]] = {}
+    for path in KNOWN_PATHS:
+        target: Any = owner
+        try:
+            for name in path:
+                target = getattr(target, name)
+        except Exception:  # noqa: BLE001 - an attribute that raises is not where the MjData is
+            continue
+        if isinstance(target, mujoco.MjData):
+            found.setdefault(id(target), (path, target))
+    if not found:
+        for path, target in _search(owner):
+            found.setdefault(id(target), (path, target))
+    if len(found) == 1:
+        path, data = next(iter(found.values()))
+        return MujocoLocation(path, data.model, data)
+    what = type(owner).__name__
+    hint = ("pass adapter=MujocoAdapter(model, data) (simuguard_gym.engines.mujoco) with the MjModel and "
+            "MjData the env steps")
+    if not found:
+        raise TypeError(f"found no mujoco.MjData on {what} (looked at {', '.join('.'.join(p) for p in KNOWN_PATHS)} "
+                        f"and its attributes {SEARCH_DEPTH} levels deep); {hint}")
+    paths = ", ".join("env.unwrapped." + ".".join(p) for p, _ in found.values())
+    raise TypeError(f"{what} holds several MjData ({paths}); simuguard cannot tell which one the env steps: {hint}")
+
+
+def _search(owner: Any) -> list[tuple[tuple[str, ...], mujoco.MjData]]:
+    """Every MjData reachable from ``owner`` through instance attributes, shallowest first."""
+    out: list[tuple[tuple[str, ...], mujoco.MjData]] = []
+    seen = {id(owner)}
+    level: list[tuple[tuple[str, ...], Any]] = [((), owner)]
+    for _ in range(SEARCH_DEPTH):
+        deeper = []
+        for path, obj in level:
+            attributes = getattr(obj, "__dict__", None)
+            if not isinstance(attributes, dict):
+                continue
+            for name, value in list(attributes.items()):
+                if id(value) in seen or isinstance(value, _LEAVES):
+                    continue
+                seen.add(id(value))
+                if isinstance(value, mujoco.MjData):
+                    out.append((path + (name,), value))
+                elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value):
+                    deeper.append((path + (name,), value))
+        level = deeper
+    return out
+
+
+_LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+           type(mujoco), mujoco.MjModel)
