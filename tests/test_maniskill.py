@@ -10,7 +10,7 @@ pytest.importorskip("mani_skill")
 
 from simuguard_gym.engines.sapien import headless  # noqa: E402
 
-headless()  # ManiSkill's builders create render materials; there is no rendering device here
+headless()  # no rendering device here: inert render materials, ManiSkill's render_backend "none" by default
 
 import mani_skill.envs  # noqa: E402,F401
 
@@ -19,7 +19,20 @@ from simuguard_gym.wrappers.info_key import INFO_KEY  # noqa: E402
 
 
 def make():
-    return gym.make("PickCube-v1", sim_backend="physx_cpu", render_backend="none", obs_mode="state")
+    return gym.make("PickCube-v1", sim_backend="physx_cpu", obs_mode="state")
+
+
+@pytest.mark.parametrize("env_id", ["PickCube-v1", "PushCube-v1", "StackCube-v1", "PegInsertionSide-v1",
+                                    "PlugCharger-v1"])
+def test_tabletop_tasks_build_and_step_headless(env_id):
+    # StackCube, PegInsertionSide and PlugCharger load the panda_wristcam URDF, whose visuals
+    # carry <material>s: SAPIEN's URDF loader creates those on the rendering device.
+    env = gym.make(env_id, sim_backend="physx_cpu", obs_mode="state")
+    try:
+        assert env.unwrapped.scene.can_render() is False
+        run(env, steps=5, seed=0)
+    finally:
+        env.close()
 
 
 def run(env, steps=40, seed=3):

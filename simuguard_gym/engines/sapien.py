@@ -23,7 +23,10 @@ speculative contacts and are dropped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
+import sys
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -501,12 +504,15 @@ def _system_of(scene: Any) -> Any:
 
 
 def headless() -> None:
-    """Let scene builders run without a rendering device: render materials become inert and
-    builders' visual shapes are dropped (physics is untouched; nothing is changed on disk).
+    """Let scene builders and ManiSkill3 envs run without a rendering device: render materials
+    and textures become inert, builders' visual shapes are dropped and ManiSkill's envs default
+    to ``render_backend="none"`` (physics is untouched; nothing is changed on disk).
 
-    SAPIEN creates a render material on the rendering device, which fails on a machine without
-    one (ManiSkill3's ``actors.build_cube`` does, for instance). Call this once before building
-    the env; simuguard's replay calls it for SAPIEN recordings.
+    SAPIEN creates render materials on the rendering device, which fails on a machine without
+    one (ManiSkill3's ``actors.build_cube`` does, and SAPIEN's URDF loader for a visual with a
+    ``<material>``, as in ManiSkill's ``panda_wristcam``). Call this once before building the env
+    (before or after importing ManiSkill); simuguard's replay calls it for SAPIEN recordings. An
+    explicit ``render_backend=`` passed to ``gym.make`` still wins.
     """
     if getattr(sapien.render, "_simuguard_headless", False):
         return
@@ -522,11 +528,42 @@ def headless() -> None:
     def no_visual(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self
 
-    sapien.render.RenderMaterial = InertMaterial
+    for name in ("RenderMaterial", "RenderTexture2D"):
+        _rebind(getattr(sapien.render, name), InertMaterial)
     for name in dir(ActorBuilder):
         if name.startswith("add_") and "visual" in name:
             setattr(ActorBuilder, name, no_visual)
+    if importlib.util.find_spec("mani_skill") is not None:
+        _maniskill_without_renderer()
     sapien.render._simuguard_headless = True
+
+
+def _rebind(original: Any, replacement: Any) -> None:
+    """Replace ``original`` in every loaded module that holds it by name. SAPIEN's URDF loader and
+    ManiSkill's MJCF loader bind ``RenderMaterial`` at import (``from ... import``), so patching
+    ``sapien.render`` alone leaves them creating real materials; modules imported later get the
+    replacement from ``sapien.pysapien.render``, which is among the loaded ones."""
+    name = original.__name__
+    for module in list(sys.modules.values()):
+        if getattr(module, "__dict__", {}).get(name) is original:  # __dict__: no lazy __getattr__
+            setattr(module, name, replacement)
+
+
+def _maniskill_without_renderer() -> None:
+    """Make ``render_backend="none"`` ManiSkill's default. Its default, "gpu", falls back to the CPU
+    render device when there is no CUDA, and ManiSkill then creates a Vulkan ``RenderSystem`` for
+    the scene, which fails without a rendering device; "none" is ManiSkill's own switch that keeps
+    the render system, render components and cameras out of the scene (PhysX is the same)."""
+    from mani_skill.envs.sapien_env import BaseEnv
+
+    init = BaseEnv.__init__
+
+    @functools.wraps(init)
+    def without_renderer(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("render_backend", "none")
+        init(self, *args, **kwargs)
+
+    BaseEnv.__init__ = without_renderer
 
 
 def _motion(component: Any) -> tuple:
