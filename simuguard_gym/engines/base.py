@@ -300,6 +300,10 @@ class PhysicsAdapter(Protocol):
 
     def success(self) -> bool | None: ...
 
+    def engine_substeps(self) -> int:
+        """Substeps the engine ran on the current scene by its own count, whoever made them (a
+        check that every one reached the hooks; only differences between two reads count)."""
+
     def split_late_components(self) -> frozenset[str]:
         """State components replayed between the halves of a split substep (the rest: before)."""
 
@@ -322,6 +326,8 @@ class SpeedBound:
     >>> bound.bounds(np.array([[0.0, 0, 0, 0.3, 0.4, 0]])).tolist()
     [[0.5]]
     >>> bound.may_exceed(np.array([[0.3, 0.4, 0.0]]), 0.6)
+    False
+    >>> SpeedBound(np.zeros(0, int), np.ones((0, 3))).may_exceed(np.zeros((5, 0)), 0.6)  # no bodies
     False
     """
 
@@ -347,7 +353,7 @@ class SpeedBound:
         """Whether any body may be faster than ``limit`` after any of n states, given their
         ``elements`` (n, len(elements)); a NaN counts as fast. Three numpy calls: this runs per
         env step, where each call costs several microseconds (robosuite's Lift: 5 us a call)."""
-        if not len(values):
+        if not values.size:  # no substeps, or no bodies to bound (a scene without free objects)
             return False
         if self.unbounded is not None:
             return True

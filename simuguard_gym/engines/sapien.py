@@ -78,6 +78,7 @@ class SapienAdapter(BodyTableMixin):
         self.task_spec: Any = None
         self._owner = owner
         self._patched: Any = None
+        self._scene_steps = 0  # calls of the scene's step, hooked or not (see engine_substeps)
         self._bind(scene)
 
     @classmethod
@@ -128,6 +129,7 @@ class SapienAdapter(BodyTableMixin):
         hooks, step = self.hooks, type(scene).step
 
         def hooked_step() -> None:
+            self._scene_steps += 1
             hooks.before("start")
             step(scene)
             hooks.after()
@@ -164,6 +166,11 @@ class SapienAdapter(BodyTableMixin):
 
     def split_late_components(self) -> frozenset[str]:
         return frozenset()
+
+    def engine_substeps(self) -> int:
+        """Calls of the scene's ``step`` (PhysX keeps no count of its own, so this is the hook's
+        own count: a step of the PhysX system behind the scene's back goes unseen)."""
+        return self._scene_steps
 
     # ------------------------------------------------------------------ scene description
     @property

@@ -57,6 +57,23 @@ class Recording:
         return int(len(self.columns["fingerprint"])) if "fingerprint" in self.columns else 0
 
     @property
+    def lost(self) -> dict[str, Any] | None:
+        """What the file lost of its episode, or None when it holds every substep the env ran,
+        each with its writes: ``reason`` and ``last_good_substep`` (the substeps up to it are
+        intact). A file without its footer lost the episode's end."""
+        if self.footer is None:
+            return {"reason": "the file ends without its footer (the recording was cut off)",
+                    "last_good_substep": self.substeps - 1}
+        incomplete = self.footer.get("incomplete")
+        if incomplete:
+            return dict(incomplete)
+        ran = self.footer.get("env_substeps")
+        if isinstance(ran, int) and ran != self.substeps:
+            return {"reason": f"the env ran {ran} substeps and the file holds {self.substeps}",
+                    "last_good_substep": min(ran, self.substeps) - 1}
+        return None
+
+    @property
     def bodies(self) -> BodyTable:
         return BodyTable.from_dict(self.header["bodies"])
 

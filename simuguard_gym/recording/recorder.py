@@ -49,9 +49,6 @@ class PackedChunkSink:
     pack: Callable[..., bytes]
     write: Callable[..., None]
 
-#: Errors after which the recorder stops recording the episode.
-MAX_ERRORS = 100
-
 
 class SubstepRecorder(NativeFillMixin):
     """Records substeps of ``adapter`` into chunks handed to ``sink(columns, first, n)``.
@@ -204,7 +201,14 @@ class SubstepRecorder(NativeFillMixin):
             report_failure(self, "after_substep", error)
 
     def hook_failed(self, where: str, error: BaseException) -> None:
+        """A hook failed: this substep (or its writes) is lost, and a recording with a hole
+        would not replay. The recording ends here: the substeps before it reach the sink."""
         self._record_error(HookError.capture(self.substep, where, error))
+        if self.active:
+            try:
+                self.finish()
+            except Exception as failure:  # noqa: BLE001 - never raise into the evaluation
+                self._record_error(HookError.capture(self.substep, "finish", failure))
 
     def _settle(self) -> None:
         """Take what the native copy filled into the rows and the stage (see NativeFill)."""
@@ -229,10 +233,6 @@ class SubstepRecorder(NativeFillMixin):
         self.errors.append(record)
         if self.on_error is not None:
             self.on_error(record)
-        if len(self.errors) >= MAX_ERRORS:
-            # A hook that keeps failing would add an error per substep for the rest of the episode:
-            # stop recording it; what was recorded is kept and the footer counts the errors.
-            self.active = False
 
     # ------------------------------------------------------------------ internals
     def _use_rows(self, after: np.ndarray, before: np.ndarray, targets: tuple[list[Any], list[Any]] | None = None
@@ -281,7 +281,7 @@ class SubstepRecorder(NativeFillMixin):
         try:
             self._encode(chunk)
         except Exception as error:  # noqa: BLE001 - recorded, never raised into the evaluation
-            self.hook_failed("encode_chunk", error)
+            self._record_error(HookError.capture(chunk.first, "encode_chunk", error))
             # The chunk is lost, and a recording with a hole would not replay: stop here; what
             # was written stays readable and the footer counts the error.
             self.active = False
@@ -428,7 +428,7 @@ class SubstepRecorder(NativeFillMixin):
                 try:
                     self.packed_sink.write(payload, index=index, first=first, n=n)  # type: ignore[union-attr]
                 except Exception as error:  # noqa: BLE001
-                    self.hook_failed("write_chunk", error)
+                    self._record_error(HookError.capture(first, "write_chunk", error))
                     self.active = False
             elif kind == "error":
                 self._record_error(HookError(**payload))
@@ -436,7 +436,7 @@ class SubstepRecorder(NativeFillMixin):
                 self.active = False
 
     def _helper_failed(self, error: BaseException) -> None:
-        self.hook_failed("encode_chunk", error)
+        self._record_error(HookError.capture(self._first_unwritten(), "encode_chunk", error))
         self.active = False
         if self._helper is not None:
             self._helper.kill()
@@ -449,8 +449,12 @@ class SubstepRecorder(NativeFillMixin):
         try:
             self._take_replies(helper.close())
         except (OSError, ChildProcessError) as error:
-            self.hook_failed("encode_chunk", error)
+            self._record_error(HookError.capture(self._first_unwritten(), "encode_chunk", error))
             self.active = False
+
+    def _first_unwritten(self) -> int:
+        """The first substep of the chunks still at the helper (the recording's end where none)."""
+        return min((first for first, _ in self._spans.values()), default=self.substep)
 
 
 @dataclass

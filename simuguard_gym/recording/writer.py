@@ -108,6 +108,10 @@ class RecordingWriter:
         return self.path
 
     def abandon(self) -> None:
-        """Stop writing; the ``.partial`` file stays as evidence of what was recorded."""
+        """Stop writing; the ``.partial`` file stays as evidence of what was recorded. Never
+        raises: closing flushes what Python still buffers, which fails again on a full disk."""
         if not self._file.closed:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass

@@ -51,11 +51,18 @@ class ReplayResult:
     recorded_success: bool | None = None
     initial_state_restored: bool = False
     notes: list[str] = field(default_factory=list)
+    #: Why the recording does not hold its whole episode (None: it does); only its intact
+    #: substeps are replayed then, and the replay is never ``exact``.
+    lost: str | None = None
 
     @property
     def message(self) -> str:
         if self.exact:
             return f"exact: {self.substeps} of {self.recorded_substeps} substeps bit-identical"
+        if self.lost is not None:
+            prefix = (f"its {self.substeps} intact substeps replay bit-identical" if self.divergence is None
+                      else f"first divergence at {self.divergence}")
+            return f"not exact: the recording is incomplete ({self.lost}); {prefix}"
         return f"not exact: first divergence at {self.divergence}"
 
 
@@ -133,9 +140,11 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
         if hasattr(listener, "attach"):
             listener.attach(adapter)
         adapter.hooks.add(listener)
+    lost = rec.lost
+    intact = rec.substeps if lost is None else max(0, min(rec.substeps, int(lost["last_good_substep"]) + 1))
     try:
         recorder.start_episode()
-        _drive(adapter, rec, checker, stop, state)
+        _drive(adapter, rec, checker, stop, state, limit=intact)
         recorder.finish()
     finally:
         adapter.hooks.remove(recorder)
@@ -146,7 +155,8 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
         raise RuntimeError(f"replay hook failed at substep {first.substep}: {first.type}: {first.message}")
     result.substeps = recorder.substep
     result.divergence = checker.first
-    result.exact = checker.first is None and result.substeps == rec.substeps
+    result.lost = lost["reason"] if lost is not None else None
+    result.exact = lost is None and checker.first is None and result.substeps == rec.substeps
     try:
         result.success = adapter.success()
     except Exception as error:  # noqa: BLE001 - a success check that fails is reported, not fatal
@@ -193,10 +203,10 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
 
 def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,
            state: np.ndarray, before: Callable[[int], None] | None = None,
-           after: Callable[[int], bool] | None = None) -> None:
-    """Re-apply the recorded writes and run every substep as the env did. ``before(k)`` runs
-    before substep k's writes (a rerun switches its intervention on there); ``after(k)``
-    returning True stops the run (a rerun stops at the first success)."""
+           after: Callable[[int], bool] | None = None, limit: int | None = None) -> None:
+    """Re-apply the recorded writes and run every substep as the env did (the first ``limit``).
+    ``before(k)`` runs before substep k's writes (a rerun switches its intervention on there);
+    ``after(k)`` returning True stops the run (a rerun stops at the first success)."""
     cols = rec.columns
     layout = rec.state_layout
     slices = [np.arange(c.offset, c.offset + c.size) for c in layout]
@@ -219,7 +229,7 @@ def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", st
         adapter.write_state(state)
 
     split = cols["split"]
-    for k in range(rec.substeps):
+    for k in range(rec.substeps if limit is None else limit):
         if before is not None:
             before(k)
         apply("start", k)

@@ -166,6 +166,11 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
     result.substeps = recorder.substep
     first = checker.first
     result.divergence = first if first is not None and first.substep < at else None
+    lost = rec.lost
+    if lost is not None and result.divergence is None and at > int(lost["last_good_substep"]):
+        # The switch lies past a hole in the recording: the prefix cannot have been verified.
+        result.divergence = Divergence(int(lost["last_good_substep"]) + 1, "recording",
+                                       detail=f"incomplete: {lost['reason']}")
     result.prefix_exact = result.divergence is None
     try:
         result.success = bool(success_fn(env)) if success_fn is not None else adapter.success()

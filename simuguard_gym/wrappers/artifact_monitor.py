@@ -14,6 +14,7 @@ from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, P
 from simuguard_gym.recording.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
 from simuguard_gym.wrappers.info_key import with_simuguard
+from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class ArtifactMonitor(gym.Wrapper):
         self.detector: ArtifactDetector | None = None
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
+        self._audit = SubstepAudit(self.adapter)
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -105,13 +107,19 @@ class ArtifactMonitor(gym.Wrapper):
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
                 gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
                 pieces=CollisionPieces.of_scene(self.adapter))
+            self._audit.start_episode()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.reset", error))
             self.tap.active = False
         return obs, with_simuguard(info, **self._fields())
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        watching = self.tap.active
+        if watching:
+            self._audited("before", lambda: self._audit.before_step(self.tap.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if watching and self.tap.active:
+            self._audited("after", self._check_substeps)
         self._decode_due()
         if terminated or truncated:
             self._finish_episode()
@@ -141,6 +149,19 @@ class ArtifactMonitor(gym.Wrapper):
         return {"detector": {"events": self.detector.events, "flags": self.detector.flags}}
 
     # ------------------------------------------------------------------ internals
+    def _check_substeps(self) -> None:
+        lost = self._audit.after_step(self.tap.substep)
+        if lost is not None:
+            self._on_hook_error(HookError(self.tap.substep, "monitor.substeps", "LostSubsteps",
+                                          f"{lost}: detection stops for this episode"))
+
+    def _audited(self, when: str, call: Any) -> None:
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._audit.stop()
+            self._on_hook_error(HookError.capture(self.tap.substep, f"monitor.substeps ({when} the step)", error))
+
     def _feed(self, pose: Any, vel: Any, contacts: ContactPairs) -> None:
         if self.detector is not None and not self.detector.finished:
             self.detector.feed(pose, vel, contacts)

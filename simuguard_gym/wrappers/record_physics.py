@@ -20,6 +20,7 @@ from simuguard_gym.recording.recorder import PackedChunkSink, SubstepRecorder, h
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
+from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +73,16 @@ class RecordPhysics(gym.Wrapper):
         # Chunks are encoded in a helper process forked at an episode's first or second full chunk
         # (Linux, two CPUs or more), else heavy ones on a worker thread, while the env runs on.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
-                                        chunk_substeps=chunk_substeps, on_error=self._on_hook_error,
+                                        chunk_substeps=chunk_substeps, on_error=self._on_recorder_error,
                                         background=True, helper_process=helper_process,
                                         packed_sink=PackedChunkSink(pack_chunk, self._write_packed_chunk))
         self.adapter.hooks.add(self.recorder)
         self._episode = _next_episode_index(self.directory, name_prefix)
         self._writer: RecordingWriter | None = None
         self._errors: list[dict[str, Any]] = []
+        #: What the current recording lost of its episode first (the footer's ``incomplete``).
+        self._loss: dict[str, Any] | None = None
+        self._audit = SubstepAudit(self.adapter)
         self._steps = 0
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
         #: Paths of the recordings finished so far, oldest first.
@@ -97,25 +101,50 @@ class RecordPhysics(gym.Wrapper):
               ) -> tuple[Any, dict[str, Any]]:
         self._finish(ended="reset", success=None, terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._errors, self._steps, self._step_ends = [], 0, []
+        self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
         try:
             self._begin(seed, options)
+            self._audit.start_episode()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "reset", error))
             self._abandon()
         return obs, with_simuguard(info, substeps=0, errors=list(self._errors))
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        recording = self._writer is not None
+        if recording:
+            self._guarded("substeps", lambda: self._audit.before_step(self.recorder.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._steps += 1
-        self._step_ends.append(self.recorder.substep)
-        fields: dict[str, Any] = {"substeps": self.recorder.substep, "errors": list(self._errors)}
-        if terminated or truncated:
-            path = self._finish(ended="terminated" if terminated else "truncated",
-                                success=self._success(info), terminated=bool(terminated), truncated=bool(truncated))
-            if path is not None:
-                fields["recording"] = str(path)
+        fields: dict[str, Any] = {}
+        if recording:
+            self._steps += 1
+            self._guarded("substeps", self._check_substeps)
+            self._step_ends.append(self.recorder.substep)
+            fields["substeps"] = self.recorder.substep
+            if terminated or truncated:
+                path = self._finish(ended="terminated" if terminated else "truncated", success=self._success(info),
+                                    terminated=bool(terminated), truncated=bool(truncated))
+                if path is not None:
+                    fields["recording"] = str(path)
+        else:
+            fields["substeps"] = self.recorder.substep if self.recorder.active else 0
+        fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def _check_substeps(self) -> None:
+        lost = self._audit.after_step(self.recorder.substep)
+        if lost is not None and self.recorder.active:
+            first = self._step_ends[-1] if self._step_ends else 0
+            message = f"{lost}: the recording stops here (a recording with a hole cannot replay)"
+            self._on_recorder_error(HookError(first, "substeps", "LostSubsteps", message))
+            self.recorder.active = False
+
+    def _guarded(self, where: str, call: Any) -> None:
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._audit.stop()
+            self._on_hook_error(HookError.capture(self.recorder.substep, where, error))
 
     def close(self) -> None:
         self._finish(ended="close", success=None, terminated=False, truncated=False)
@@ -168,6 +197,13 @@ class RecordPhysics(gym.Wrapper):
         if self._writer is not None:
             self._writer.write_packed_chunk(record, index=index, first=first, n=n)
 
+    def _on_recorder_error(self, error: HookError) -> None:
+        """An error that cost the recording part of its episode: the first one marks it incomplete."""
+        if self._loss is None:
+            self._loss = {"reason": f"{error.where}: {error.type}: {error.message}",
+                          "last_good_substep": error.substep - 1}
+        self._on_hook_error(error)
+
     def _on_hook_error(self, error: HookError) -> None:
         record = error.to_dict()
         self._errors.append(record)
@@ -201,12 +237,13 @@ class RecordPhysics(gym.Wrapper):
             self.recorder.finish()
             footer = {"steps": self._steps, "success": success, "terminated": terminated,
                       "truncated": truncated, "ended": ended, "errors": len(self._errors),
-                      "step_substeps": list(self._step_ends)}
+                      "step_substeps": list(self._step_ends), "env_substeps": self._audit.env_substeps}
             for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's events
                 footer.update(annotator.recording_footer())
+            footer["incomplete"] = self._loss
             path = writer.close(footer)
         except Exception as error:  # noqa: BLE001
-            self._on_hook_error(HookError.capture(self.recorder.substep, "finish", error))
+            self._on_recorder_error(HookError.capture(self.recorder.substep, "finish", error))
             self._abandon()
             return None
         self._writer = None
