@@ -314,6 +314,22 @@ class PhysicsAdapter(Protocol):
     #     rows, bit for bit, without building whole state vectors.
 
 
+@runtime_checkable
+class RestorableModel(Protocol):
+    """An adapter whose model an env may change between episodes (MuJoCo: Meta-World moves goal
+    sites and bodies at reset), and which can put a recorded episode's model back for replay."""
+
+    def model_changes(self) -> dict[str, np.ndarray]:
+        """The model arrays that differ from the model as built (or did in an earlier episode)."""
+
+    def model_digests(self) -> dict[str, int]:
+        """A checksum of every physics-relevant model array, by name."""
+
+    def restore_model(self, changes: dict[str, np.ndarray], digests: dict[str, int] | None
+                      ) -> tuple[list[str], list[str]]:
+        """Write a recorded episode's model back: (arrays written, arrays that still differ)."""
+
+
 @dataclass(frozen=True)
 class SpeedBound:
     """An upper bound of some bodies' centre-of-mass speeds, read from a few state elements: body
@@ -387,8 +403,10 @@ class StateRows:
         self.copy: Callable[[Any], None] = read_state
 
     def allocate(self, n: int) -> np.ndarray:
-        """A buffer of ``n`` rows."""
-        return np.empty((n, self.row_bytes), np.uint8)
+        """A buffer of ``n`` rows, zeroed: a form whose copies leave bytes of a row unwritten
+        (the padding after MuJoCo's ``eq_active`` bytes) must find the same bytes there in
+        every row, or rows compared word by word would differ where nothing changed."""
+        return np.zeros((n, self.row_bytes), np.uint8)
 
     @property
     def targets_key(self) -> tuple[Any, ...]:

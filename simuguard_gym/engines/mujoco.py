@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import threading
 import zlib
 from typing import Any, Callable
@@ -29,7 +28,7 @@ import numpy as np
 from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, ContactPoints, SpeedBound,
                                        StateComponent, StateRows, SubstepHooks, staged_counts)
 from simuguard_gym.engines.contact_merge import merge_contact_points
-from simuguard_gym.engines import mujoco_hooking
+from simuguard_gym.engines import mujoco_hooking, mujoco_model
 from simuguard_gym.engines.mujoco_hooking import MujocoLocation
 from simuguard_gym.engines.mujoco_struct import live_fields
 from simuguard_gym.engines.vector_math import cross, quat_to_mat
@@ -66,10 +65,6 @@ def _contact_record() -> tuple[np.dtype, int]:
                      "itemsize": stride}), stride
 
 
-# Model arrays that do not influence physics (drawing only); left out of the model fingerprint
-# because e.g. robosuite regenerates textures per reset.
-_VISUAL_PREFIXES = ("tex_", "mat_", "light_", "cam_", "vis", "skin_", "name_", "flex_texcoord", "mesh_texcoord",
-                    "mesh_normal", "mesh_facenormal", "mesh_facetexcoord", "hfield_", "paths")
 
 
 class MujocoAdapter(BodyTableMixin):
@@ -113,6 +108,8 @@ class MujocoAdapter(BodyTableMixin):
         self._owner = owner
         self._location = location
         self._bind(model, data)
+        # The model as built: what an env changes in it later goes into each recording.
+        self._model_arrays = mujoco_model.ModelArrays(model)
         mujoco_hooking.attach(self)
 
     # ------------------------------------------------------------------ binding and hooks
@@ -274,21 +271,29 @@ class MujocoAdapter(BodyTableMixin):
 
     def model_fingerprint(self) -> str:
         """Hash of every physics-relevant model array (drawing-only arrays left out)."""
-        h = hashlib.blake2b(digest_size=16)
-        m = self.model
-        for name in sorted(dir(m)):
-            if name.startswith("_") or name.startswith(_VISUAL_PREFIXES):
-                continue
-            value = getattr(m, name, None)
-            if isinstance(value, np.ndarray):
-                h.update(name.encode())
-                h.update(np.ascontiguousarray(value).tobytes())
-        for name in sorted(dir(m.opt)):
-            value = getattr(m.opt, name)
-            if not name.startswith("_") and isinstance(value, (int, float, np.ndarray)):
-                h.update(name.encode())
-                h.update(np.asarray(value).tobytes())
-        return h.hexdigest()
+        return mujoco_model.fingerprint(self.model)
+
+    def model_changes(self) -> dict[str, np.ndarray]:
+        """The physics-relevant model arrays that differ from the model the adapter was built on
+        (or differed in an earlier episode), by name: what the env changed, e.g. at reset."""
+        return self._model_arrays.changes(self.model)
+
+    def model_digests(self) -> dict[str, int]:
+        """CRC-32 of each physics-relevant model array, by name."""
+        return mujoco_model.ModelArrays.digests(self.model)
+
+    def restore_model(self, changes: dict[str, np.ndarray], digests: dict[str, int] | None
+                      ) -> tuple[list[str], list[str]]:
+        """Make the model that of a recorded episode (its :meth:`model_changes` and
+        :meth:`model_digests`): returns the arrays written and those that still differ.
+        ``digests=None`` (files that stored only the bodies' placement, ``model_body_pose``):
+        write ``changes`` and recompute the model's position-dependent constants."""
+        if digests is not None:
+            return self._model_arrays.restore(self.model, changes, digests)
+        for name, value in changes.items():
+            getattr(self.model, name)[...] = value
+        mujoco.mj_setConst(self.model, self.data)
+        return list(changes), []
 
     def model_bytes(self) -> bytes:
         """The compiled model as MJB (can be large: meshes and textures)."""
@@ -327,21 +332,6 @@ class MujocoAdapter(BodyTableMixin):
         if check is None:
             return None
         return bool(check())
-
-    def model_body_pose(self) -> np.ndarray:
-        """Every body's pose in its parent (nbody, 7): where the scene placed its fixtures."""
-        return np.concatenate([self.model.body_pos, self.model.body_quat], axis=1).copy()
-
-    def set_model_body_pose(self, pose: np.ndarray) -> None:
-        """Place the bodies as recorded (benchmarks such as LIBERO place fixtures with an unseeded
-        generator), then recompute the model constants that depend on where bodies are."""
-        pose = np.asarray(pose, dtype=float)
-        if pose.size != self.model.nbody * 7:
-            return                      # another scene altogether: the fingerprint will say so
-        pose = pose.reshape(self.model.nbody, 7)
-        self.model.body_pos[:] = pose[:, :3]
-        self.model.body_quat[:] = pose[:, 3:]
-        mujoco.mj_setConst(self.model, self.data)
 
     def current_contacts(self) -> tuple[np.ndarray, np.ndarray]:
         """Body id pairs (n, 2) and penetration depths (n,) in metres of the contacts of the

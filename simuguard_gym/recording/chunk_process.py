@@ -71,13 +71,16 @@ class SharedArena:
         self.used = 0
 
     def array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A zeroed array carved from the arena (see ``StateRows.allocate`` for why zeroed)."""
         dtype = np.dtype(dtype)
         size = int(np.prod(shape)) * dtype.itemsize
         at = -(-self.used // self.ALIGN) * self.ALIGN
         if at + size > self.nbytes:
             raise MemoryError(f"shared arena of {self.nbytes} bytes cannot hold {size} more")
         self.used = at + size
-        return np.frombuffer(self._map, dtype, int(np.prod(shape)), at).reshape(shape)
+        out = np.frombuffer(self._map, dtype, int(np.prod(shape)), at).reshape(shape)
+        out.fill(0)
+        return out
 
     def reset(self) -> None:
         """Carve anew from the start (arrays carved before must no longer be used)."""

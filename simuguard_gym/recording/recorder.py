@@ -30,9 +30,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, StateComponent, StateRows,
-                                       report_failure)
+from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, RestorableModel, StateComponent,
+                                       StateRows, report_failure)
 from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
+from simuguard_gym.recording.format import encode_array
 from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
 
 logger = logging.getLogger(__name__)
@@ -273,7 +274,7 @@ class SubstepRecorder(NativeFillMixin):
         if self._spare_rows:
             self._use_rows(*self._spare_rows.pop())
         else:
-            self._use_rows(np.empty_like(self._states), np.empty_like(self._before))
+            self._use_rows(np.zeros_like(self._states), np.zeros_like(self._before))  # zeroed: see StateRows.allocate
         self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
         self._encoder.submit(self._encode_off_thread, chunk)
 
@@ -679,8 +680,10 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "initial_body_vel": vel[0].astype("<f8").tobytes(),
         "gravity": [float(g) for g in adapter.gravity],
         "model_fingerprint": adapter.model_fingerprint(),
-        **({"model_body_pose": adapter.model_body_pose().astype("<f8").tobytes()}
-           if hasattr(adapter, "model_body_pose") else {}),
+        # What the env changed in its model since it was built (Meta-World's goal and bodies at
+        # reset), and a checksum of every model array: a replay writes back what differs.
+        **({"model_changes": {name: encode_array(value) for name, value in adapter.model_changes().items()},
+            "model_digests": adapter.model_digests()} if isinstance(adapter, RestorableModel) else {}),
         "snapshot_every": recorder.snapshot_every,
         "chunk_substeps": recorder.chunk_substeps,
         **extra,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -9,8 +10,8 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.engines.base import BodyTable, PhysicsAdapter, adapter_for
-from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS
+from simuguard_gym.engines.base import BodyTable, PhysicsAdapter, RestorableModel, adapter_for
+from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, decode_array
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.recording.recorder import SubstepRecorder
 
@@ -109,6 +110,8 @@ def make_env(header: dict[str, Any]) -> gym.Env:
         raise ValueError(f"the recorded kwargs of {env_id} could not be stored exactly; pass env_fn=...")
     if env_id.startswith("simuguard_gym/"):
         import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
+    if env_id not in gym.registry and env_info.get("module"):
+        importlib.import_module(env_info["module"])  # the env's package registers its ids on import
     if header.get("engine") == "sapien-physx":
         from simuguard_gym.engines.sapien import headless
 
@@ -179,15 +182,14 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     if adapter.engine_version != header.get("engine_version"):
         notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
                      f"replay {adapter.engine_version}")
-    if adapter.model_fingerprint() != header.get("model_fingerprint") and header.get("model_body_pose") \
-            and hasattr(adapter, "set_model_body_pose"):
-        # SimuGuard C.1: fixtures placed by an unseeded generator land elsewhere on every reset
-        adapter.set_model_body_pose(np.frombuffer(header["model_body_pose"], dtype="<f8"))
-        if adapter.model_fingerprint() == header.get("model_fingerprint"):
-            notes.append("the reset placed the scene's bodies differently; the recorded placement was written back")
     if adapter.model_fingerprint() != header.get("model_fingerprint"):
-        return Divergence(0, "model", detail="the rebuilt scene's model differs from the recorded one "
-                          "(seed not honoured, or different env kwargs/version)")
+        differing = _restore_model(adapter, header, notes)
+        if adapter.model_fingerprint() != header.get("model_fingerprint"):
+            detail = ("the rebuilt scene's model differs from the recorded one (seed not honoured, or different "
+                      "env kwargs/version)")
+            if differing:
+                detail += f"; arrays the recording does not carry differ: {', '.join(differing[:8])}"
+            return Divergence(0, "model", detail=detail)
     adapter.set_body_table(BodyTable.from_dict(header["bodies"]))
     state = np.empty(sum(c.size for c in adapter.state_layout()))
     adapter.read_state(state)
@@ -199,6 +201,27 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
         adapter.write_state(recorded_initial.copy())
         notes.append("the reset did not reproduce the recorded initial state; it was written back")
     return adapter, state, restored
+
+
+def _restore_model(adapter: PhysicsAdapter, header: dict[str, Any], notes: list[str]) -> list[str]:
+    """Write the recorded episode's model back where the env changes its model between episodes
+    (Meta-World's goal and bodies at reset; LIBERO's fixtures placed by an unseeded generator,
+    SimuGuard C.1); the names of the arrays that still differ."""
+    if not isinstance(adapter, RestorableModel):
+        return []
+    if "model_digests" in header:
+        changes = {name: decode_array(item, f"model_changes {name}", 0)
+                   for name, item in (header.get("model_changes") or {}).items()}
+        written, differing = adapter.restore_model(changes, header["model_digests"])
+    elif header.get("model_body_pose"):  # files that stored only the bodies' placement
+        pose = np.frombuffer(header["model_body_pose"], dtype="<f8").reshape(-1, 7)
+        written, differing = adapter.restore_model({"body_pos": pose[:, :3], "body_quat": pose[:, 3:]}, None)
+    else:
+        return []
+    if written:
+        notes.append(f"the env's model differed from the recorded one in {', '.join(written[:8])}"
+                     f"{' ...' if len(written) > 8 else ''}; the recorded values were written back")
+    return differing
 
 
 def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,

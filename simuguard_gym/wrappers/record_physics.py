@@ -282,8 +282,12 @@ def _describe_env(env: gym.Env) -> dict[str, Any]:
     if spec is None:
         return {"id": None, "class": type(env.unwrapped).__name__}
     kwargs, exact = _plain_with_flag(spec.kwargs)
+    entry = spec.entry_point
+    # The module that defines the env, so that a replay in a fresh process can import it (and so
+    # register the id) first: "module:attr" entry points, or a callable's module (Meta-World's lambdas).
+    module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
     return {"id": spec.id, "kwargs": kwargs, "kwargs_exact": exact, "max_episode_steps": spec.max_episode_steps,
-            "class": type(env.unwrapped).__name__}
+            "class": type(env.unwrapped).__name__, "module": module}
 
 
 def _plain(value: Any) -> Any:
