@@ -28,9 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
     p.set_defaults(run=_inspect)
 
-    p = sub.add_parser("replay", help="replay a recording in a fresh env; exit 0 if bit-exact, 1 if not")
-    p.add_argument("file")
+    p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if not")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
     p.set_defaults(run=_replay)
 
     p = sub.add_parser("detect", help="run the contact-artifact detector over recordings and print the events")
@@ -202,34 +203,38 @@ def _shorten(text: str, limit: int = 160) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    import json
+
     from simuguard_gym.replay.replay import replay
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    result = replay(args.file, env_fn=env_fn)
-    for note in result.notes:
-        print(f"note: {note}")
-    print(result.message)
-    print(f"success: recorded {result.recorded_success}, replayed {result.success}")
-    return EXIT_OK if result.exact else EXIT_DIVERGED
+    files = _recording_files(args.paths)
+    exact = bool(files)
+    for path in files:
+        result = replay(path, env_fn=env_fn)
+        exact &= result.exact
+        if args.json:
+            print(json.dumps({"path": str(path), "exact": result.exact, "message": result.message,
+                              "substeps": result.substeps, "recorded_substeps": result.recorded_substeps,
+                              "lost": result.lost, "divergence": str(result.divergence) if result.divergence else None,
+                              "success": result.success, "recorded_success": result.recorded_success,
+                              "notes": result.notes}), flush=True)
+            continue
+        if len(files) > 1:
+            print(f"{path}:")
+        for note in result.notes:
+            print(f"note: {note}")
+        print(result.message)
+        print(f"success: recorded {result.recorded_success}, replayed {result.success}")
+    return EXIT_OK if exact else EXIT_DIVERGED
 
 
 def _detect(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from simuguard_gym.detection import DetectorConfig, detect
 
-    files: list[Path] = []
-    for given in map(Path, args.paths):
-        if given.is_dir():
-            found = sorted(given.glob("*.msgpack"))
-            if args.allow_partial:
-                found += sorted(given.glob("*.msgpack.partial"))
-            if not found:
-                print(f"simuguard detect: no recordings in {given}", file=sys.stderr)
-            files += found
-        else:
-            files.append(given)
+    files = _recording_files(args.paths, partial=args.allow_partial, command="detect")
     config = DetectorConfig.paper() if args.paper else None
     failed = flagged = 0
     for path in files:
@@ -248,6 +253,24 @@ def _detect(args: argparse.Namespace) -> int:
         print(f"{len(files) - failed} recordings read, {flagged} with a contact artifact"
               + (f", {failed} unreadable" if failed else ""))
     return EXIT_USAGE if failed or not files else EXIT_OK
+
+
+def _recording_files(paths: Sequence[str], *, partial: bool = False, command: str = "replay") -> list[Any]:
+    """The files given, and the recordings in the directories given (sorted by name)."""
+    from pathlib import Path
+
+    files: list[Path] = []
+    for given in map(Path, paths):
+        if given.is_dir():
+            found = sorted(given.glob("*.msgpack"))
+            if partial:
+                found += sorted(given.glob("*.msgpack.partial"))
+            if not found:
+                print(f"simuguard {command}: no recordings in {given}", file=sys.stderr)
+            files += found
+        else:
+            files.append(given)
+    return files
 
 
 def describe_report(report: Any) -> str:

@@ -1,0 +1,284 @@
+"""Conformance: do simuguard's wrappers attach to an env, lose nothing and change nothing?
+
+:func:`check_env` runs an env twice with the same seeds and actions, once plain and once wrapped
+(``ArtifactMonitor(RecordPhysics(env))`` by default), and checks what a user of the wrappers
+relies on:
+
+* every ``info["simuguard"]["errors"]`` is empty;
+* observations, rewards, ``terminated``/``truncated`` and infos (outside the ``simuguard`` key)
+  are bit-identical with the wrappers on and off;
+* every recording holds every substep the env ran, and replays bit for bit in a fresh process;
+* the monitor's contact artifacts, per episode (a clean run should have none).
+
+The project's conformance matrix (``tests/conformance``) runs it on third-party benchmarks;
+run it on your own env before trusting an audit of it.
+
+>>> import gymnasium as gym, tempfile
+>>> from simuguard_gym.conformance import check_env
+>>> report = check_env(lambda: gym.make("Pusher-v5"), tempfile.mkdtemp(), episodes=2, steps=10)
+>>> report.failures(), [e.recorded_substeps for e in report.episodes]
+([], [50, 50])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
+from simuguard_gym.wrappers.info_key import INFO_KEY
+from simuguard_gym.wrappers.record_physics import RecordPhysics
+
+Policy = Callable[[Any], Any]
+
+
+@dataclass
+class EpisodeCheck:
+    """One episode of the wrapped run: its recording and what became of it."""
+
+    seed: int
+    steps: int
+    recording: str | None
+    recorded_substeps: int = 0
+    env_substeps: int | None = None
+    lost: dict[str, Any] | None = None
+    replay_exact: bool = False
+    replay: str = "not replayed"
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    success: bool | None = None
+
+
+@dataclass
+class ConformanceReport:
+    """What :func:`check_env` found; :meth:`failures` lists every check that failed."""
+
+    name: str
+    episodes: list[EpisodeCheck]
+    errors: list[dict[str, Any]]
+    differences: list[str]
+    plain_seconds: float
+    wrapped_seconds: float
+    plain_steps: int
+
+    @property
+    def step_time_ratio(self) -> float:
+        """The wrapped run's time over the plain run's (both in this process, one after the other)."""
+        return self.wrapped_seconds / self.plain_seconds if self.plain_seconds > 0 else math.nan
+
+    def failures(self, *, artifacts: bool = True) -> list[str]:
+        """Every failed check, in words (``artifacts=False``: contact artifacts are not failures)."""
+        out = [f"info['simuguard']['errors'] at {e.get('at', '?')}: {e.get('where')}: {e.get('type')}: "
+               f"{e.get('message')}" for e in self.errors]
+        out += self.differences
+        for e in self.episodes:
+            where = f"episode seed {e.seed}"
+            if e.recording is None:
+                out.append(f"{where}: no recording")
+                continue
+            if e.lost is not None:
+                out.append(f"{where}: the recording lost substeps: {e.lost}")
+            if e.env_substeps is not None and e.env_substeps != e.recorded_substeps:
+                out.append(f"{where}: the env ran {e.env_substeps} substeps, the recording holds {e.recorded_substeps}")
+            if not e.replay_exact:
+                out.append(f"{where}: replay in a fresh process: {e.replay}")
+            if artifacts and e.artifacts:
+                out.append(f"{where}: contact artifact(s): " + "; ".join(
+                    f"{a['body']} at substep {a['onset_substep']} ({a['peak_speed']:.2f} m/s)" for a in e.artifacts))
+        return out
+
+
+def check_env(make_env: Callable[[], gym.Env], directory: str | os.PathLike[str], *, episodes: int = 3,
+              steps: int = 50, seed: int = 0, policy: Callable[[gym.Env], Policy] | None = None,
+              wrap: Callable[[gym.Env, Path], gym.Env] | None = None, env_fn: str | None = None,
+              name: str | None = None, fresh_process: bool = True) -> ConformanceReport:
+    """Run ``make_env()`` plain and wrapped for ``episodes`` episodes (reset with seeds ``seed``,
+    ``seed + 1``, ... on one env instance, as evaluations run) of at most ``steps`` steps each.
+
+    Actions come from ``policy(env)(observation)`` (a scripted expert, built once per env) or else
+    from the plain env's action space, seeded with ``seed``; the wrapped run gets the same actions.
+    ``wrap(env, directory)`` builds the wrapped env (default: ``ArtifactMonitor(RecordPhysics(env,
+    directory))``; it must have a RecordPhysics inside). Recordings are replayed in a fresh Python
+    process (``simuguard replay``); ``env_fn`` (``MODULE:CALLABLE``) rebuilds envs that have no
+    registered id. ``fresh_process=False`` replays in this process.
+    """
+    directory = Path(directory)
+    wrap = wrap or (lambda env, out: ArtifactMonitor(RecordPhysics(env, out)))
+    plain = make_env()
+    try:
+        plain_run, actions, plain_seconds = _run(plain, episodes, steps, seed, policy, None)
+    finally:
+        plain.close()
+    wrapped = wrap(make_env(), directory)
+    try:
+        wrapped_run, _, wrapped_seconds = _run(wrapped, episodes, steps, seed, None, actions)
+    finally:
+        wrapped.close()
+    recorder = _record_physics(wrapped)
+    report = ConformanceReport(name or _name(wrapped), [], [], [], plain_seconds, wrapped_seconds,
+                               sum(len(a) for a in actions))
+    for episode, (off, on) in enumerate(zip(plain_run, wrapped_run)):
+        for step, (a, b) in enumerate(zip(off, on)):
+            where = f"episode {episode}, {'reset' if step == 0 else f'step {step}'}"
+            info = b[-1] if isinstance(b[-1], dict) else {}
+            report.errors += [{**e, "at": where} for e in (info.get(INFO_KEY) or {}).get("errors", [])]
+            report.differences += [f"{where}: {d}" for d in _differences(a, b)]
+        if len(off) != len(on):
+            report.differences.append(f"episode {episode}: {len(off) - 1} steps plain, {len(on) - 1} wrapped")
+    paths = [str(p) for p in recorder.paths]
+    for episode in range(episodes):
+        check = EpisodeCheck(seed + episode, len(actions[episode]), paths[episode] if episode < len(paths) else None)
+        if check.recording is not None:
+            rec = load_recording(check.recording, allow_partial=True)
+            check.recorded_substeps, check.lost = rec.substeps, rec.lost
+            footer = rec.footer or {}
+            check.env_substeps, check.success = footer.get("env_substeps"), footer.get("success")
+            events = (footer.get("detector") or {}).get("events") or []
+            check.artifacts = [e for e in events if e.get("artifact")]
+        report.episodes.append(check)
+    for check, result in zip(report.episodes, _replays([e.recording for e in report.episodes if e.recording],
+                                                       env_fn, fresh_process)):
+        check.replay_exact, check.replay = bool(result.get("exact")), str(result.get("message"))
+    return report
+
+
+def _run(env: gym.Env, episodes: int, steps: int, seed: int, policy: Callable[[gym.Env], Policy] | None,
+         actions: list[list[Any]] | None) -> tuple[list[list[tuple[Any, ...]]], list[list[Any]], float]:
+    """Every reset's and step's outputs per episode, the actions taken, and the seconds in step()."""
+    act = policy(env) if policy is not None else None
+    env.action_space.seed(seed)  # in both runs: some envs draw from the action space's generator (Meta-World)
+    runs, taken, seconds = [], [], 0.0
+    for episode in range(episodes):
+        out, done = [_snapshot(env.reset(seed=seed + episode))], []
+        for k in range(steps if actions is None else len(actions[episode])):
+            if actions is not None:
+                action = actions[episode][k]
+            else:
+                # A copy: some scripted experts edit the observation they are given (Meta-World's door-open).
+                action = act(_snapshot(out[-1][0])) if act is not None else env.action_space.sample()
+            started = time.perf_counter()
+            result = env.step(action)
+            seconds += time.perf_counter() - started
+            out.append(_snapshot(result))
+            done.append(action)
+            if result[2] or result[3]:
+                break
+        runs.append(out)
+        taken.append(done)
+    return runs, taken, seconds
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of an env's outputs as they are now: some envs return buffers they later overwrite."""
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value) if not hasattr(value, "_fields") else value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if hasattr(value, "clone") and hasattr(value, "cpu"):  # a torch tensor (ManiSkill)
+        return value.clone()
+    return value
+
+
+def _record_physics(env: gym.Env) -> RecordPhysics:
+    while True:
+        if isinstance(env, RecordPhysics):
+            return env
+        if not hasattr(env, "env"):
+            raise TypeError("wrap(env, directory) must return an env with a RecordPhysics inside")
+        env = env.env
+
+
+def _name(env: gym.Env) -> str:
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None else type(env.unwrapped).__name__
+
+
+def _replays(paths: list[str], env_fn: str | None, fresh_process: bool) -> list[dict[str, Any]]:
+    if not paths:
+        return []
+    if not fresh_process:
+        from simuguard_gym.import_spec import load_callable
+        from simuguard_gym.replay.replay import replay
+
+        factory = load_callable(env_fn, "env factory") if env_fn else None
+        return [_replay_fields(replay(p, env_fn=factory)) for p in paths]
+    command = [sys.executable, "-m", "simuguard_gym.cli", "replay", "--json", *paths]
+    if env_fn:
+        command += ["--env-fn", env_fn]
+    done = subprocess.run(command, capture_output=True, text=True)
+    results = []
+    for line in done.stdout.splitlines():
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            continue
+    if len(results) != len(paths):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        return [{"exact": False, "message": f"the replay process exited {done.returncode}: " + " | ".join(tail)}
+                for _ in paths]
+    return results
+
+
+def _replay_fields(result: Any) -> dict[str, Any]:
+    return {"exact": result.exact, "message": result.message}
+
+
+def _differences(a: tuple[Any, ...], b: tuple[Any, ...]) -> list[str]:
+    """Where one reset's or step's outputs differ, plain (``a``) against wrapped (``b``)."""
+    names = ("observation", "reward", "terminated", "truncated", "info") if len(a) == 5 else ("observation", "info")
+    out = []
+    for name, x, y in zip(names, a, b):
+        if name == "info":
+            x = {k: v for k, v in x.items() if k != INFO_KEY}
+            y = {k: v for k, v in y.items() if k != INFO_KEY}
+        where = _first_difference(x, y, name)
+        if where is not None:
+            out.append(f"{where} differs with the wrappers on")
+    return out
+
+
+def _first_difference(x: Any, y: Any, path: str) -> str | None:
+    """The path of the first value that differs bit for bit (NaN equals NaN), or None."""
+    if isinstance(x, dict) or isinstance(y, dict):
+        if not (isinstance(x, dict) and isinstance(y, dict)) or x.keys() != y.keys():
+            return f"{path} (keys)"
+        for key in x:
+            found = _first_difference(x[key], y[key], f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        if len(x) != len(y):
+            return f"{path} (length)"
+        for i, (u, v) in enumerate(zip(x, y)):
+            found = _first_difference(u, v, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    u, v = _array(x), _array(y)
+    if u is None or v is None:
+        return None if x == y else path
+    if u.dtype != v.dtype or u.shape != v.shape:
+        return f"{path} (dtype or shape)"
+    return None if u.tobytes() == v.tobytes() else path  # bit for bit: NaN equals NaN, -0.0 is not 0.0
+
+
+def _array(value: Any) -> np.ndarray | None:
+    """Numbers, arrays and tensors as numpy arrays (None for anything else)."""
+    if hasattr(value, "cpu") and hasattr(value, "numpy"):  # a torch tensor (ManiSkill)
+        value = value.cpu().numpy()
+    if isinstance(value, (bool, int, float, np.generic, np.ndarray)):
+        return np.asarray(value)
+    return None
