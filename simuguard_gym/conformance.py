@@ -37,7 +37,7 @@ import numpy as np
 
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
-from simuguard_gym.wrappers.info_key import INFO_KEY
+from simuguard_gym.wrappers.info_key import INFO_KEY, success_from_info
 from simuguard_gym.wrappers.record_physics import RecordPhysics
 
 Policy = Callable[[Any], Any]
@@ -56,7 +56,10 @@ class EpisodeCheck:
     replay_exact: bool = False
     replay: str = "not replayed"
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    #: The env's success signal at the episode's end, and at any step of it (experts may succeed
+    #: and then knock the object again).
     success: bool | None = None
+    succeeded: bool | None = None
 
 
 @dataclass
@@ -145,6 +148,9 @@ def check_env(make_env: Callable[[], gym.Env], directory: str | os.PathLike[str]
             check.env_substeps, check.success = footer.get("env_substeps"), footer.get("success")
             events = (footer.get("detector") or {}).get("events") or []
             check.artifacts = [e for e in events if e.get("artifact")]
+        outcomes = [success_from_info(out[-1]) for out in wrapped_run[episode][1:]] if episode < len(wrapped_run) else []
+        known = [o for o in outcomes if o is not None]
+        check.succeeded = any(known) if known else None
         report.episodes.append(check)
     for check, result in zip(report.episodes, _replays([e.recording for e in report.episodes if e.recording],
                                                        env_fn, fresh_process)):

@@ -63,6 +63,16 @@ class TaskSpec:
                 "scene": list(self.scene)}
 
 
+def task_bodies(spec: "TaskSpec | dict[str, Any] | None") -> tuple[str, ...]:
+    """The objects and containers a TaskSpec (or its ``to_dict()``) names: bodies of the task
+    itself, never off stage (see ``DetectorConfig.off_stage``)."""
+    if spec is None:
+        return ()
+    if isinstance(spec, TaskSpec):
+        return spec.objects + spec.containers
+    return tuple(spec.get("objects") or ()) + tuple(spec.get("containers") or ())
+
+
 def use_task_spec(adapter: Any, spec: TaskSpec, *, default: bool = False) -> None:
     """Give ``adapter`` the roles of ``spec`` now and whenever it rebuilds its body table.
 

@@ -22,7 +22,12 @@ class DetectorConfig:
     object's peak, not only before onset: a pusher still accelerating at onset explains what it
     carries) and ``speed_gain`` (a fourth stage: the object must leave the contact faster than
     it arrived, by ``gain_ratio``; a bounce or a knock that only turns it is not an ejection).
-    :meth:`paper` switches all three off and reproduces the reference tool.
+    A fourth, ``off_stage``, keeps bodies that the benchmark parks far from the task (robosuite's
+    ``clear_objects`` stacks unused objects at one point 10 m away, where they are thrown apart)
+    from being artifacts: an event whose body is more than ``offstage_margin`` outside the stage
+    box (the robot and the static scene) just before onset says ``off_stage`` and is no artifact,
+    unless a TaskSpec names the body. :meth:`paper` switches all four off and reproduces the
+    reference tool.
 
     >>> from simuguard_gym.detection import DetectorConfig
     >>> config = DetectorConfig()
@@ -59,6 +64,9 @@ class DetectorConfig:
     speed_gain: bool = True
     gain_ratio: float = 1.5  # keep if peak speed >= this x the fastest speed in contact_window before onset
     gain_speed_floor: float = 0.05  # m/s, floor of the speed before onset
+    # improvement: bodies the benchmark parks far from the task (robosuite's clear_objects) are off stage
+    off_stage: bool = True
+    offstage_margin: float = 1.0  # m outside the stage box (robot and static scene) at onset: no artifact
     # flags
     max_penetration: float = 0.005  # m: deeper contacts are flagged (robot-robot pairs ignored)
     max_speed: float = 100.0  # m/s: faster bodies are flagged as absurd state
@@ -80,7 +88,7 @@ class DetectorConfig:
     @classmethod
     def paper(cls) -> "DetectorConfig":
         """The reference tool's behaviour: three stages exactly as SimuGuard 3.3 states them."""
-        return cls(robot_contact_carrier=False, carrier_through_peak=False, speed_gain=False)
+        return cls(robot_contact_carrier=False, carrier_through_peak=False, speed_gain=False, off_stage=False)
 
     def with_changes(self, **changes: Any) -> "DetectorConfig":
         return replace(self, **changes)
@@ -110,6 +118,6 @@ class DetectorConfig:
         return cls(**values)
 
 
-_SWITCHES = {"robot_contact_carrier", "carrier_through_peak", "speed_gain"}
+_SWITCHES = {"robot_contact_carrier", "carrier_through_peak", "speed_gain", "off_stage"}
 _POSITIVE = {"contact_window", "confirm_window", "free_flight", "reference_step", "drop_window", "peak_window",
              "carrier_window"}

@@ -94,7 +94,8 @@ class ArtifactDetector:
 
     def __init__(self, bodies: BodyTable, tracked: np.ndarray, dt: float, *, config: DetectorConfig | None = None,
                  gravity: np.ndarray | None = None, initial_pose: np.ndarray | None = None,
-                 initial_vel: np.ndarray | None = None, pieces: CollisionPieces | None = None) -> None:
+                 initial_vel: np.ndarray | None = None, pieces: CollisionPieces | None = None,
+                 stage: tuple[np.ndarray, np.ndarray] | None = None, task_bodies: tuple[str, ...] = ()) -> None:
         self.config = config = config if config is not None else DetectorConfig()
         if not isinstance(config, DetectorConfig):
             raise TypeError(f"config must be a DetectorConfig, got {type(config).__name__}")
@@ -102,6 +103,9 @@ class ArtifactDetector:
             raise ValueError(f"substep dt must be positive, got {dt!r}")
         self.bodies, self.dt = bodies, float(dt)
         self.pieces = pieces  # convex pieces: each event's onset contact gets the false-contact check
+        #: The stage box (lower, upper corner) and the bodies a TaskSpec names (never off stage).
+        self.stage = None if stage is None else (np.asarray(stage[0], float), np.asarray(stage[1], float))
+        self.task_bodies = frozenset(task_bodies)
         self.tracked = np.asarray(tracked, dtype=np.int64)
         nbody, ntrack = len(bodies), len(self.tracked)
         if ntrack and (self.tracked.min() < 0 or self.tracked.max() >= nbody):
@@ -374,6 +378,7 @@ class ArtifactDetector:
         gain_ratio = peak / max(arrived, c.gain_speed_floor)
         gain_kept = not c.speed_gain or gain_ratio >= c.gain_ratio
         recent = self._pairs.between(onset - self._w_contact, onset)
+        off_stage = self._off_stage(body, self._pos[onset - 1 - self._h0, col])
         return {
             "body": names[body],
             "body_id": body,
@@ -390,9 +395,22 @@ class ArtifactDetector:
             "carrier": {"carriers": [names[i] for i in carriers], "speed": carrier_speed, "ratio": carrier_ratio,
                         "kept": bool(carrier_kept)},
             "gain": {"speed_before": arrived, "ratio": gain_ratio, "kept": bool(gain_kept), "applied": c.speed_gain},
-            "artifact": bool(gravity_kept and carrier_kept and gain_kept),
+            "off_stage": off_stage,
+            "artifact": bool(gravity_kept and carrier_kept and gain_kept and off_stage is None),
             "decided_substep": min(max(confirmation["substep"], onset + self._w_peak), last),
         }
+
+    def _off_stage(self, body: int, position: np.ndarray) -> dict[str, Any] | None:
+        """How far outside the stage box the body was just before onset, where that is more than
+        ``offstage_margin`` (and the TaskSpec does not name it); else None."""
+        c = self.config
+        if not c.off_stage or self.stage is None or self.bodies.names[body] in self.task_bodies:
+            return None
+        lo, hi = self.stage
+        distance = float(np.linalg.norm(np.maximum(np.maximum(lo - position, position - hi), 0.0)))
+        if not distance > c.offstage_margin:
+            return None
+        return {"distance": distance, "position": [float(x) for x in position]}
 
     def _contact_at_onset(self, body: int, recent: _Pairs, onset: int) -> dict[str, Any]:
         """The contact that set the object moving: at the latest substep up to onset with a

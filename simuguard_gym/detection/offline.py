@@ -11,6 +11,7 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import ContactPairs
 from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.task_spec import task_bodies
 
 #: Substeps fed to the detector at once: large enough to amortise numpy calls, small enough to
 #: keep the temporaries of a 200k-substep episode small.
@@ -83,7 +84,8 @@ def detect(recording: Recording | str | os.PathLike[str], config: DetectorConfig
     pieces = rec.header.get("collision_pieces")
     detector = ArtifactDetector(rec.bodies, rec.tracked, rec.substep_dt, config=config, gravity=rec.gravity,
                                 initial_pose=rec.initial_body_pose, initial_vel=rec.initial_body_vel,
-                                pieces=CollisionPieces.from_dict(pieces) if pieces else None)
+                                pieces=CollisionPieces.from_dict(pieces) if pieces else None,
+                                stage=rec.header.get("stage"), task_bodies=task_bodies(rec.header.get("task_spec")))
     if rec.substeps:
         offsets = rec.contact_offsets()
         for lo in range(0, rec.substeps, BATCH_SUBSTEPS):

@@ -300,6 +300,11 @@ class PhysicsAdapter(Protocol):
 
     def success(self) -> bool | None: ...
 
+    def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The world box (lower, upper corner) around the robot and the static scene in the
+        current state: bodies parked far outside it by the benchmark are off stage (the
+        detector's ``offstage_margin``); None where the scene has neither."""
+
     def engine_substeps(self) -> int:
         """Substeps the engine ran on the current scene by its own count, whoever made them (a
         check that every one reached the hooks; only differences between two reads count)."""

@@ -95,6 +95,8 @@ class MujocoAdapter(BodyTableMixin):
     #: What body_states, decode_chunk and speed_bound read of a state: MuJoCo's kinematics reads
     #: positions, velocities and mocap poses, never actuation, applied forces or the warm start.
     DECODE_COMPONENTS = frozenset({"time", "qpos", "qvel", "mocap_pos", "mocap_quat"})
+    #: Static geometry larger than this (m, across) does not bound the stage (see stage_box).
+    STAGE_GEOM_SIZE = 4.0
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, *, owner: Any = None,
                  location: MujocoLocation | None = None) -> None:
@@ -332,6 +334,31 @@ class MujocoAdapter(BodyTableMixin):
         if check is None:
             return None
         return bool(check())
+
+    def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The world box (lower, upper corner) around the robot's bodies and the static collision
+        geometry of at most ``STAGE_GEOM_SIZE`` across (planes, floors and walls left out), in the
+        current state: where the task happens. None for a scene with neither."""
+        m = self.model
+        state = np.empty(self.state_size)
+        self.read_state(state)
+        robot = np.array([r == "robot" for r in self.body_table().roles])
+        with self._scratch_lock:
+            scratch = self._scratch_data()
+            mujoco.mj_setState(m, scratch, state, _INTEGRATION)
+            mujoco.mj_kinematics(m, scratch)
+            points = scratch.xpos[robot]
+            geoms = np.flatnonzero((m.body_weldid[m.geom_bodyid] == 0) & (m.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
+                                   & ((m.geom_contype | m.geom_conaffinity) != 0))
+            rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
+            center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
+            half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
+        small = (2 * half <= self.STAGE_GEOM_SIZE).all(axis=1)
+        lo = np.concatenate([points, (center - half)[small]])
+        hi = np.concatenate([points, (center + half)[small]])
+        if not len(lo):
+            return None
+        return lo.min(axis=0), hi.max(axis=0)
 
     def current_contacts(self) -> tuple[np.ndarray, np.ndarray]:
         """Body id pairs (n, 2) and penetration depths (n,) in metres of the contacts of the

@@ -249,6 +249,17 @@ class SapienAdapter(BodyTableMixin):
             out[i, :3], out[i, 3:] = pose.p, pose.q
         return out
 
+    def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The world box (lower, upper corner) around the robot's links and the static bodies
+        with collision shapes (their frames: PhysX gives no cheap bounds), in the current state."""
+        roles, kinds = self.body_table().roles, self.body_table().kinds
+        keep = [i for i, c in enumerate(self._components)
+                if roles[i] == "robot" or (kinds[i] == "static" and c.collision_shapes)]
+        if not keep:
+            return None
+        points = self.body_poses()[keep, :3]
+        return points.min(axis=0), points.max(axis=0)
+
     def live_speeds(self, ids: np.ndarray) -> np.ndarray:
         """Centre-of-mass speeds (m/s) of bodies as the engine holds them now; unlike
         :meth:`body_states` this covers kinematic robot links too (static bodies: 0)."""

@@ -666,6 +666,7 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
     """The engine part of a recording header (the wrapper adds env, seed and episode fields)."""
     table = adapter.body_table()
     pose, vel = adapter.body_states(recorder.initial_state[None], recorder.tracked)
+    stage = adapter.stage_box()
     return {
         "engine": adapter.engine,
         "engine_version": adapter.engine_version,
@@ -679,6 +680,8 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "initial_body_pose": pose[0].astype("<f8").tobytes(),
         "initial_body_vel": vel[0].astype("<f8").tobytes(),
         "gravity": [float(g) for g in adapter.gravity],
+        # Where the task happens (the robot and the static scene): the detector's off-stage rule.
+        "stage": None if stage is None else [[float(x) for x in corner] for corner in stage],
         "model_fingerprint": adapter.model_fingerprint(),
         # What the env changed in its model since it was built (Meta-World's goal and bodies at
         # reset), and a checksum of every model array: a replay writes back what differs.

@@ -12,7 +12,7 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.tap import SubstepTap
-from simuguard_gym.task_spec import TaskSpec, use_task_spec
+from simuguard_gym.task_spec import TaskSpec, task_bodies, use_task_spec
 from simuguard_gym.wrappers.info_key import with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
@@ -106,7 +106,8 @@ class ArtifactMonitor(gym.Wrapper):
             self.detector = ArtifactDetector(
                 self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
                 gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
-                pieces=CollisionPieces.of_scene(self.adapter))
+                pieces=CollisionPieces.of_scene(self.adapter), stage=self.adapter.stage_box(),
+                task_bodies=task_bodies(self.adapter.task_spec))
             self._audit.start_episode()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.reset", error))
