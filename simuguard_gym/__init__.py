@@ -5,6 +5,10 @@ Public API: the wrappers, recordings, replay and detection. Everything else live
 
 __version__ = "0.1.0"
 
+from simuguard_gym.dependencies import check_mujoco  # noqa: E402
+
+check_mujoco()  # before anything imports mujoco: a broken install gets its cause and its fix
+
 from simuguard_gym.detection import DetectionReport, DetectorConfig, detect  # noqa: E402
 from simuguard_gym.recording.reader import Recording, load_recording  # noqa: E402
 from simuguard_gym.replay.replay import ReplayResult, replay  # noqa: E402

@@ -1,0 +1,54 @@
+"""Installed packages that cannot work together, told at import instead of as a missing library.
+
+MuJoCo 4 ships as ``mujoco`` plus ``mujoco-core`` (which owns the ``mujoco/`` package's files)
+and ``mujoco-studio``. A package that pins an older MuJoCo installed afterwards (Meta-World pins
+3.3.0) replaces ``mujoco`` but leaves ``mujoco-core`` 4 behind, whose plugin libraries then fail
+to load: ``import mujoco`` raises ``OSError: libmujoco.so.4.0.0: cannot open shared object
+file``, and ``pip check`` says nothing.
+
+>>> from simuguard_gym.dependencies import mujoco_mismatch
+>>> mujoco_mismatch("3.3.0", "4.0.0", None)[:44]
+'mujoco 3.3.0 is installed beside mujoco-core'
+>>> mujoco_mismatch("4.0.0", "4.0.0", "4.0.0") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+
+def mujoco_mismatch(mujoco: str | None, core: str | None, wanted_core: str | None) -> str | None:
+    """What is wrong with these installed versions (``wanted_core``: the mujoco-core version that
+    the installed mujoco requires, None if it requires none), or None when they fit."""
+    if mujoco is None or core is None or core == wanted_core:
+        return None
+    return (f"mujoco {mujoco} is installed beside mujoco-core {core}, which it does not use"
+            + (f" (it needs mujoco-core {wanted_core})" if wanted_core else "")
+            + ": a package that pins another MuJoCo was installed after MuJoCo 4 and left mujoco-core "
+            "behind, so `import mujoco` fails on a missing libmujoco. Repair the environment with "
+            f"`pip uninstall -y mujoco-core mujoco-studio && pip install --force-reinstall --no-deps mujoco=={mujoco}`, "
+            "or give that package a virtualenv of its own")
+
+
+def check_mujoco() -> None:
+    """Raise ImportError where the installed mujoco and mujoco-core do not fit together."""
+    mujoco, core = _version("mujoco"), _version("mujoco-core")
+    if core is None:
+        return
+    wanted = None
+    for requirement in (metadata.requires("mujoco") or []) if mujoco else []:
+        found = re.fullmatch(r"mujoco[-_]core\s*==\s*([^;\s]+)(\s*;.*)?", requirement.strip())
+        if found:
+            wanted = found.group(1)
+    problem = mujoco_mismatch(mujoco, core, wanted)
+    if problem:
+        raise ImportError(problem)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
