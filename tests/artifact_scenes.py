@@ -105,6 +105,18 @@ def finger_flick(speed: float = 1.5) -> tuple[str, np.ndarray]:
     return xml, actions
 
 
+def parked_off_stage(park: float = 10.0) -> tuple[str, np.ndarray]:
+    """An actuated pusher and a static table at the origin (the stage); ``park`` m away, two
+    boxes and a can created inside the floor side by side, like the objects robosuite's
+    ``clear_objects`` parks at one point, overlapping: all three are thrown out."""
+    pusher, actuator = _pusher(-0.3, 0.5)
+    boxes = "".join(f"""<body name="{name}" pos="{park + dx} {park} 0"><freejoint/>
+      <geom type="box" size="0.03 0.03 0.03" mass="0.05" solref="{2 * DT} 1"/></body>"""
+                    for name, dx in (("parked_a", 0.0), ("parked_b", 0.15), ("can", 0.3)))
+    xml = _scene(pusher + '<geom name="table" type="box" size="0.4 0.4 0.02" pos="0 0 0.4"/>' + boxes, actuator)
+    return xml, np.zeros((60, 1))
+
+
 def record_scene(scene, directory, seed: int = 0, **scene_kwargs):
     """Run ``scene``'s script once under ArtifactMonitor and RecordPhysics; the recording's path."""
     import gymnasium as gym

@@ -88,6 +88,28 @@ class SubstepProbe:
         mujoco.set_mjcb_control(None)
 
 
+@pytest.fixture(autouse=True)
+def no_errors_in_info(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every test that runs a simuguard wrapper asserts that no entry reached
+    ``info["simuguard"]["errors"]``, unless it injects faults (``@pytest.mark.faults``)."""
+    import sys
+
+    from simuguard_gym.wrappers import info_key
+
+    original, seen = info_key.with_simuguard, []
+
+    def watching(info: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        seen.extend(fields.get("errors") or ())
+        return original(info, **fields)
+
+    for module in list(sys.modules.values()):  # the wrappers import it by name
+        if getattr(module, "with_simuguard", None) is original:
+            monkeypatch.setattr(module, "with_simuguard", watching)
+    yield
+    if request.node.get_closest_marker("faults") is None:
+        assert seen == [], f"errors in info['simuguard']['errors'] of a clean run: {seen[:3]}"
+
+
 @pytest.fixture
 def record_dir(tmp_path: Path) -> Path:
     return tmp_path / "recordings"

@@ -66,6 +66,7 @@ def test_truncate_ends_the_episode_at_the_artifact():
     assert not any(s[3] for s in run_script(ignore, scenes.created_inside_floor)[1:])
 
 
+@pytest.mark.faults
 def test_exception_in_the_monitor_is_recorded_not_raised(monkeypatch):
     scene = scenes.created_inside_floor
     off = run_script(make_scene(scene), scene)
@@ -88,6 +89,7 @@ def test_exception_in_the_monitor_is_recorded_not_raised(monkeypatch):
     assert info[INFO_KEY]["artifact"] and info[INFO_KEY]["errors"] == []
 
 
+@pytest.mark.faults
 def test_errors_of_stacked_wrappers_are_merged(record_dir, monkeypatch):
     env = RecordPhysics(ArtifactMonitor(make_scene(scenes.created_inside_floor)), record_dir)
     env.reset(seed=0)
@@ -184,3 +186,28 @@ def test_ppo_logs_the_artifact_rate(tmp_path):
     model.learn(total_timesteps=2048, callback=ArtifactCallback())
     header = (tmp_path / "progress.csv").read_text().splitlines()[0].split(",")
     assert {"simuguard/artifact_rate", "simuguard/events_per_episode"} <= set(header)
+
+
+def test_bodies_parked_far_from_the_stage_are_no_artifacts(record_dir):
+    """robosuite's clear_objects parks unused objects at one point 10 m away, where they are thrown
+    apart: ejections, but off stage. A body the TaskSpec names is never off stage: its ejection
+    next to the parked ones is still an artifact."""
+    scene = scenes.parked_off_stage
+    env = ArtifactMonitor(RecordPhysics(make_scene(scene), record_dir))
+    run_script(env, scene)
+    env.close()
+    events = detect(load_recording(env.env.paths[0])).events
+    thrown = {e["body"]: e for e in events}
+    assert set(thrown) == {"parked_a", "parked_b", "can"}  # every one of them ejected...
+    assert all(e["off_stage"] is not None and e["off_stage"]["distance"] > 9 and not e["artifact"]
+               for e in thrown.values())  # ... and off stage
+    assert env.detector.artifacts == []
+
+    named = ArtifactMonitor(RecordPhysics(make_scene(scene), record_dir), task_spec=TaskSpec(objects=("can",)))
+    steps = run_script(named, scene)
+    named.close()
+    assert [e["body"] for e in steps[-1][-1][INFO_KEY]["events"]] == ["can"]
+    offline = detect(load_recording(named.env.paths[0]))
+    assert [e["body"] for e in offline.artifacts] == ["can"]
+    assert DetectorConfig.paper().off_stage is False
+    assert {e["body"] for e in detect(load_recording(named.env.paths[0]), DetectorConfig.paper()).artifacts} >= {"can"}

@@ -44,9 +44,11 @@ def test_mujoco_placement_succeeds_and_replays(record_dir):
     assert rec.substeps == 900 and replay(rec).exact
 
 
+@pytest.mark.skipif(tuple(int(x) for x in mujoco.__version__.split(".")[:2]) < (3, 9),
+                    reason="measured on MuJoCo 3.9 and 4.0; MuJoCo 3.3's own solver ejects the can on this seed")
 def test_the_physx_artifact_seed_is_clean_in_mujoco():
     """Seed 116 ends with a false-contact ejection in PhysX 5.3.1 (tests/test_sapien.py); the
-    same placement in MuJoCo rests in the basket."""
+    same placement in MuJoCo 3.9 and 4.0 rests in the basket."""
     env = ArtifactMonitor(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0"))
     info = run(env, 116)
     assert info["success"] and not info["simuguard"]["artifact"]

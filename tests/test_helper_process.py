@@ -71,6 +71,7 @@ def test_a_stage_that_outgrows_its_shared_memory_hands_its_bytes_over(tmp_path, 
     assert plain.paths[0].read_bytes() == helped.paths[0].read_bytes()
 
 
+@pytest.mark.faults
 def test_a_failure_in_the_helper_is_recorded_and_ends_the_recording(tmp_path):
     off = run_random(make_contact_scene(max_episode_steps=80), 40, seed=3)
     env = RecordPhysics(make_contact_scene(max_episode_steps=80), tmp_path, chunk_substeps=64, helper_process=True)
@@ -95,6 +96,7 @@ def test_a_failure_in_the_helper_is_recorded_and_ends_the_recording(tmp_path):
     assert rec.substeps == 64 and rec.footer["errors"] == 1 and rec.errors[0]["type"] == "Boom"
 
 
+@pytest.mark.faults
 def test_a_helper_that_dies_is_recorded_and_the_env_runs_on(tmp_path):
     off = run_random(make_contact_scene(max_episode_steps=200), 120, seed=2)
     env = RecordPhysics(make_contact_scene(max_episode_steps=200), tmp_path, chunk_substeps=64, helper_process=True)

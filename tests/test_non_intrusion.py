@@ -62,6 +62,7 @@ class Boom(RuntimeError):
     pass
 
 
+@pytest.mark.faults
 def test_exception_in_hook_is_recorded_not_raised(record_dir, monkeypatch):
     """Python copies (the native copy, where built, never calls capture_contacts)."""
     monkeypatch.setattr(native, "SubstepCopy", None)
@@ -127,6 +128,7 @@ def test_recording_ends_with_outcome(record_dir):
 
 
 @pytest.mark.skipif(native.SubstepCopy is None, reason="the C extension is not built")
+@pytest.mark.faults
 def test_exception_in_a_native_hooks_call_into_python_is_recorded_not_raised(record_dir, monkeypatch):
     """The native copy calls into Python at a full chunk, from inside robosuite's or
     Gymnasium's substep: a failure there (the chunk's write) stays out of the env."""
@@ -149,6 +151,7 @@ def test_exception_in_a_native_hooks_call_into_python_is_recorded_not_raised(rec
     assert rec.substeps == 0 and rec.lost["last_good_substep"] == -1
 
 
+@pytest.mark.faults
 def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
     monkeypatch.setattr(native, "SubstepCopy", None)  # Python copies: the hook calls capture_contacts
     off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
@@ -163,6 +166,7 @@ def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
     assert rec.substeps == 0 and rec.lost["last_good_substep"] == -1
 
 
+@pytest.mark.faults
 def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir, monkeypatch):
     """A failure while a chunk is encoded on the worker thread reaches neither the env nor the
     caller; it is in the file, which keeps the chunks before it."""

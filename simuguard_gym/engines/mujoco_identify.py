@@ -14,6 +14,7 @@ variable is perturbed in every window at once (windows don't interact), so it co
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import time
 from dataclasses import dataclass
@@ -492,6 +493,12 @@ def pose_loss(shoot: Shooting, qpos: np.ndarray) -> float:
     return float(err[m].mean())
 
 
+# The step tolerance of mujoco.minimize.least_squares: ``xtol`` from MuJoCo 3.4 on, ``tol``
+# before (3.3, which Meta-World and LIBERO pin).
+_STEP_TOLERANCE = ({"xtol": 1e-9} if "xtol" in inspect.signature(minimize.least_squares).parameters
+                   else {"tol": 1e-9})
+
+
 def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
            progress: Callable[[int, float], None] | None = None) -> FitOutcome:
     """Minimise L_pose + lambda P over theta and the window start states.
@@ -510,7 +517,7 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
             if progress:
                 progress(len(history), history[-1])
         x, trace = minimize.least_squares(x0, shoot.residual, bounds=shoot.bounds(), jacobian=shoot.jacobian,
-                                          max_iter=max_iter, verbose=0, iter_callback=callback, xtol=1e-9)
+                                          max_iter=max_iter, verbose=0, iter_callback=callback, **_STEP_TOLERANCE)
         iterations = len(trace)
     elif method == "gd":
         x, iterations = _descend(shoot, x0, max_iter, history, progress)
