@@ -270,3 +270,40 @@ def test_a_listener_that_raises_is_told_and_the_physics_runs_on():
     assert np.array_equal(plain.qpos, hooked.qpos)
     assert first.failures == [("before_substep(start)", "before"), ("after_substep", "after")] * 5
     assert second.failures == [("before_substep(start)", "before"), ("after_substep", "after")] * 2
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("path", ["in-process", "worker thread", "helper process"])
+def test_a_failing_encode_at_chunk_k_leaves_a_recording_marked_incomplete(path, record_dir, monkeypatch):
+    """The acceptance check of "nothing lost": chunk 2 (substeps 128-191) fails to encode, by
+    whichever path chunks are encoded; the env runs on unchanged, the error is in info, and the
+    recording keeps chunks 0 and 1, says it is incomplete from substep 128 on, and its replay says so."""
+    from simuguard_gym.recording import chunk_process, recorder
+
+    if path == "helper process" and not chunk_process.helper_processes_available():
+        pytest.skip("helper processes need Linux and two usable CPUs")
+    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 1 if path == "worker thread" else 10**9)
+    original = recorder.SubstepRecorder._columns
+
+    def failing(self, chunk):
+        if chunk.first == 128:
+            raise Boom("injected encode failure at chunk 2")
+        return original(self, chunk)
+
+    monkeypatch.setattr(recorder.SubstepRecorder, "_columns", failing)
+    off = run_random(FACTORIES["contact-scene"](), 60, seed=3)
+    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64,
+                        helper_process=path == "helper process")
+    on = run_random(env, 60, seed=3)
+    env.close()
+    assert_same_episode(off, on)
+    errors = [e for step in on for e in step[-1][INFO_KEY]["errors"]]
+    assert errors and {(e["where"], e["substep"], e["message"]) for e in errors} == \
+        {("encode_chunk", 128, "injected encode failure at chunk 2")}
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 128 and rec.footer["env_substeps"] == 300  # 60 steps of 5 substeps
+    assert rec.lost == {"reason": "encode_chunk: Boom: injected encode failure at chunk 2", "last_good_substep": 127}
+    monkeypatch.setattr(recorder.SubstepRecorder, "_columns", original)
+    result = replay(rec)
+    assert not result.exact and result.substeps == 128 and result.divergence is None
+    assert result.message.startswith("not exact: the recording is incomplete (encode_chunk: Boom")

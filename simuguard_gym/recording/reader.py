@@ -112,7 +112,7 @@ class Recording:
 
     def write_offsets(self, phase: str) -> np.ndarray:
         """Start of each substep's values in ``<phase>_values`` (length substeps + 1)."""
-        mask = self.columns[f"{phase}_mask"].astype(np.int64)
+        mask = self.columns.get(f"{phase}_mask", np.zeros(0, np.uint16)).astype(np.int64)
         sizes = np.array([c.size for c in self.state_layout], dtype=np.int64)
         bits = (mask[:, None] >> np.arange(len(sizes))) & 1
         return np.concatenate([[0], np.cumsum(bits @ sizes)])
@@ -131,7 +131,8 @@ class Recording:
         return out
 
     def contact_offsets(self) -> np.ndarray:
-        return np.concatenate([[0], np.cumsum(self.columns["contact_count"], dtype=np.int64)])
+        counts = self.columns.get("contact_count", np.zeros(0, np.uint32))
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:

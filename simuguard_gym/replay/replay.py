@@ -230,6 +230,8 @@ def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", st
     """Re-apply the recorded writes and run every substep as the env did (the first ``limit``).
     ``before(k)`` runs before substep k's writes (a rerun switches its intervention on there);
     ``after(k)`` returning True stops the run (a rerun stops at the first success)."""
+    if not (rec.substeps if limit is None else limit):
+        return  # nothing recorded (a recording that lost its first substep)
     cols = rec.columns
     layout = rec.state_layout
     slices = [np.arange(c.offset, c.offset + c.size) for c in layout]

@@ -153,8 +153,7 @@ class ArtifactMonitor(gym.Wrapper):
     def _check_substeps(self) -> None:
         lost = self._audit.after_step(self.tap.substep)
         if lost is not None:
-            self._on_hook_error(HookError(self.tap.substep, "monitor.substeps", "LostSubsteps",
-                                          f"{lost}: detection stops for this episode"))
+            self._on_hook_error(HookError(self.tap.substep, "monitor.substeps", "LostSubsteps", lost))
 
     def _audited(self, when: str, call: Any) -> None:
         try:

@@ -1,0 +1,162 @@
+"""Attaching to any MuJoCo env: found wherever it keeps its MjData, stepped however it steps, and
+never a silent empty recording (an error that names what was found, or lost substeps in info)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+
+from simuguard_gym import ArtifactMonitor, RecordPhysics, load_recording, replay
+from simuguard_gym.conformance import check_env
+from simuguard_gym.engines.mujoco import MujocoAdapter
+from simuguard_gym.engines.mujoco_hooking import mj_step as original_mj_step
+from simuguard_gym.wrappers.info_key import INFO_KEY
+
+XML = """<mujoco><option timestep="0.002"/><worldbody><geom type="plane" size="1 1 .1"/>
+  <body name="arm" pos="0 0 .3"><joint name="hinge" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02"/></body>
+  <body name="box" pos=".3 0 .05"><freejoint/><geom type="box" size=".03 .03 .03"/></body>
+</worldbody><actuator><motor joint="hinge" gear="1"/></actuator></mujoco>"""
+
+
+class _Physics:
+    """dm_control's layout: a physics object whose ``data.ptr`` is the MjData."""
+
+    class _Wrapped:
+        def __init__(self, ptr: Any) -> None:
+            self.ptr = ptr
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        self.model, self.data = self._Wrapped(model), self._Wrapped(mujoco.MjData(model))
+
+
+class LegacyStepEnv(gym.Env):
+    """Steps as dm_control's legacy Physics.step does: mj_step2 (finishing the substep whose
+    mj_step1 ended the previous step), n - 1 whole substeps, then mj_step1 for the next one; the
+    action is written between mj_step1 and mj_step2."""
+
+    def __init__(self, substeps: int = 5) -> None:
+        self.physics = _Physics(mujoco.MjModel.from_xml_string(XML))
+        self.substeps = substeps
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (13,), np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float64)
+
+    def _obs(self) -> np.ndarray:
+        d = self.physics.data.ptr
+        return np.concatenate([d.qpos, d.qvel])
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        m, d = self.physics.model.ptr, self.physics.data.ptr
+        mujoco.mj_resetData(m, d)
+        d.qpos[1] += self.np_random.uniform(-0.05, 0.05)
+        mujoco.mj_forward(m, d)
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        m, d = self.physics.model.ptr, self.physics.data.ptr
+        d.ctrl[:] = action
+        mujoco.mj_step2(m, d)
+        if self.substeps > 1:
+            mujoco.mj_step(m, d, self.substeps - 1)
+        mujoco.mj_step1(m, d)
+        return self._obs(), 0.0, False, False, {}
+
+
+gym.register("simuguard_test/LegacyStep-v0", entry_point=LegacyStepEnv, max_episode_steps=30)
+
+
+def test_a_dm_control_style_physics_object_with_the_legacy_step_order(tmp_path):
+    report = check_env(lambda: gym.make("simuguard_test/LegacyStep-v0"), tmp_path, episodes=3, steps=30,
+                       fresh_process=False)
+    assert report.failures() == []
+    assert [e.recorded_substeps for e in report.episodes] == [150, 150, 150]
+    rec = load_recording(report.episodes[0].recording)
+    assert rec.columns["split"][::5].all() and not rec.columns["split"][1::5].any()  # mj_step2 opens each step
+
+
+def test_an_env_without_mujoco_gets_an_error_naming_what_was_searched():
+    with pytest.raises(TypeError, match=r"found no mujoco.MjData on CartPoleEnv .*pass adapter=MujocoAdapter"):
+        RecordPhysics(gym.make("CartPole-v1"), "unused")
+
+
+class TwoScenes(gym.Env):
+    """Keeps two MjData under names of its own (the scene and a planning copy, say): simuguard
+    cannot tell which one is stepped."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,))
+    action_space = gym.spaces.Box(-1, 1, (1,))
+
+    def __init__(self) -> None:
+        self.world = mujoco.MjModel.from_xml_string(XML)
+        self.state, self.planner = mujoco.MjData(self.world), mujoco.MjData(self.world)
+
+
+def test_an_env_with_two_mjdata_gets_an_error_naming_both(tmp_path):
+    with pytest.raises(TypeError, match=r"holds several MjData \(env.unwrapped.state, env.unwrapped.planner\)"):
+        RecordPhysics(TwoScenes(), tmp_path)
+    env = TwoScenes()  # the documented way out: name the MjData it steps
+    wrapped = RecordPhysics(env, tmp_path, adapter=MujocoAdapter(env.world, env.state))
+    assert wrapped.adapter.data is env.state
+
+
+class CapturedStep(gym.Env):
+    """Steps through a reference to MuJoCo's mj_step taken before simuguard attached (as a module
+    that did ``from mujoco import mj_step`` at import would): the hooks never see its substeps."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (13,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float64)
+    step_function = staticmethod(original_mj_step)
+
+    def __init__(self) -> None:
+        self.model = mujoco.MjModel.from_xml_string(XML)
+        self.data = mujoco.MjData(self.model)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        mujoco.mj_resetData(self.model, self.data)
+        return np.concatenate([self.data.qpos, self.data.qvel]), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.data.ctrl[:] = action
+        self.step_function(self.model, self.data, 4)
+        return np.concatenate([self.data.qpos, self.data.qvel]), 0.0, False, False, {}
+
+
+@pytest.mark.faults
+def test_substeps_that_bypass_the_hooks_are_reported_never_a_silent_empty_recording(tmp_path):
+    env = ArtifactMonitor(RecordPhysics(CapturedStep(), tmp_path))
+    env.reset(seed=0)
+    steps = [env.step(np.zeros(1)) for _ in range(3)]
+    env.close()
+    errors = steps[0][-1][INFO_KEY]["errors"]
+    assert {e["where"] for e in errors} == {"substeps", "monitor.substeps"}
+    assert all("the env ran 4 substeps in this step and 0 reached the hooks" in e["message"] for e in errors)
+    rec = load_recording(env.env.paths[0])
+    assert rec.substeps == 0 and rec.footer["env_substeps"] == 12
+    assert rec.lost["last_good_substep"] == -1 and "0 reached the hooks" in rec.lost["reason"]
+    assert not replay(rec, env_fn=CapturedStep).exact
+
+
+class LooksUpStep(CapturedStep):
+    """Looks mujoco.mj_step up when it steps, as Gymnasium, robosuite and Meta-World do."""
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.data.ctrl[:] = action
+        mujoco.mj_step(self.model, self.data, 4)
+        return np.concatenate([self.data.qpos, self.data.qvel]), 0.0, False, False, {}
+
+
+def test_a_raw_model_and_data_record_the_users_own_mj_step_calls(tmp_path):
+    env = LooksUpStep()
+    wrapped = RecordPhysics(env, tmp_path, adapter=MujocoAdapter(env.model, env.data))
+    wrapped.reset(seed=0)
+    for _ in range(5):
+        *_, info = wrapped.step(np.zeros(1))
+    assert info[INFO_KEY] == {"substeps": 20, "errors": []}
+    wrapped.close()
+    assert load_recording(wrapped.paths[0]).substeps == 20
