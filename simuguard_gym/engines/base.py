@@ -324,13 +324,14 @@ class RestorableModel(Protocol):
     """An adapter whose model an env may change between episodes (MuJoCo: Meta-World moves goal
     sites and bodies at reset), and which can put a recorded episode's model back for replay."""
 
-    def model_changes(self) -> dict[str, np.ndarray]:
-        """The model arrays that differ from the model as built (or did in an earlier episode)."""
+    def model_changes(self) -> dict[str, dict[str, np.ndarray]]:
+        """The model arrays that differ from the model as built (or did in an earlier episode):
+        ``{"values": array}``, or ``{"index": flat indices, "values": elements}`` for large ones."""
 
     def model_digests(self) -> dict[str, int]:
         """A checksum of every physics-relevant model array, by name."""
 
-    def restore_model(self, changes: dict[str, np.ndarray], digests: dict[str, int] | None
+    def restore_model(self, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int] | None
                       ) -> tuple[list[str], list[str]]:
         """Write a recorded episode's model back: (arrays written, arrays that still differ)."""
 

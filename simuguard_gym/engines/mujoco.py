@@ -275,16 +275,17 @@ class MujocoAdapter(BodyTableMixin):
         """Hash of every physics-relevant model array (drawing-only arrays left out)."""
         return mujoco_model.fingerprint(self.model)
 
-    def model_changes(self) -> dict[str, np.ndarray]:
+    def model_changes(self) -> dict[str, dict[str, np.ndarray]]:
         """The physics-relevant model arrays that differ from the model the adapter was built on
-        (or differed in an earlier episode), by name: what the env changed, e.g. at reset."""
+        (or differed in an earlier episode), by name: what the env changed, e.g. at reset
+        (see :meth:`~simuguard_gym.engines.mujoco_model.ModelArrays.changes`)."""
         return self._model_arrays.changes(self.model)
 
     def model_digests(self) -> dict[str, int]:
         """CRC-32 of each physics-relevant model array, by name."""
         return mujoco_model.ModelArrays.digests(self.model)
 
-    def restore_model(self, changes: dict[str, np.ndarray], digests: dict[str, int] | None
+    def restore_model(self, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int] | None
                       ) -> tuple[list[str], list[str]]:
         """Make the model that of a recorded episode (its :meth:`model_changes` and
         :meth:`model_digests`): returns the arrays written and those that still differ.
@@ -292,8 +293,8 @@ class MujocoAdapter(BodyTableMixin):
         write ``changes`` and recompute the model's position-dependent constants."""
         if digests is not None:
             return self._model_arrays.restore(self.model, changes, digests)
-        for name, value in changes.items():
-            getattr(self.model, name)[...] = value
+        for name, change in changes.items():
+            getattr(self.model, name)[...] = change["values"]
         mujoco.mj_setConst(self.model, self.data)
         return list(changes), []
 

@@ -14,8 +14,8 @@ whatever it cannot restore.
 >>> model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><site name="goal"/></worldbody></mujoco>')
 >>> arrays = ModelArrays(model)
 >>> model.site_pos[0] = [0.1, 0.2, 0.3]                  # an env's reset moves the goal
->>> list(arrays.changes(model))
-['site_pos']
+>>> arrays.changes(model)
+{'site_pos': {'values': array([[0.1, 0.2, 0.3]])}}
 """
 
 from __future__ import annotations
@@ -57,24 +57,37 @@ def fingerprint(model: mujoco.MjModel) -> str:
     return h.hexdigest()
 
 
+#: Arrays up to this size go into a recording whole when they changed; larger ones (robosuite
+#: randomises one cube's size, which changes 3 of Lift's 2 million mesh-BVH bounds) as the
+#: elements that differ from the model as built.
+WHOLE_BYTES = 64 * 1024
+
+
 class ModelArrays:
     """A model's physics-relevant arrays as first seen, and what has changed in them since."""
 
     def __init__(self, model: mujoco.MjModel) -> None:
         self.reference = {name: np.array(value) for name, value in physics_arrays(model)}
-        #: Arrays seen changed in some episode: their values go into every later recording too
-        #: (they are what the env changes; a replay must not take them from its own build).
+        #: Arrays seen changed in some episode: they go into every later recording too (they are
+        #: what the env changes; a replay must not take them from its own build).
         self.changing: set[str] = set()
 
-    def changes(self, model: mujoco.MjModel) -> dict[str, np.ndarray]:
-        """The current values of the arrays that differ from the reference, or ever did."""
+    def changes(self, model: mujoco.MjModel) -> dict[str, dict[str, np.ndarray]]:
+        """The arrays that differ from the reference, or ever did: ``{"values": array}``, or for
+        large arrays of the reference's shape ``{"index": flat indices, "values": those elements}``."""
         out = {}
         for name, value in physics_arrays(model):
             reference = self.reference.get(name)
-            if name in self.changing or reference is None or reference.shape != value.shape \
-                    or reference.tobytes() != np.ascontiguousarray(value).tobytes():
-                self.changing.add(name)
-                out[name] = np.array(value)
+            same_shape = reference is not None and reference.shape == value.shape and reference.dtype == value.dtype
+            if name not in self.changing and same_shape and reference.tobytes() == np.ascontiguousarray(value).tobytes():
+                continue
+            self.changing.add(name)
+            if same_shape and value.nbytes > WHOLE_BYTES:
+                flat, ref = np.ascontiguousarray(value).reshape(-1), reference.reshape(-1)
+                index = np.flatnonzero(_bits(flat) != _bits(ref))
+                out[name] = {"index": index, "values": flat[index].copy()}
+            else:
+                out[name] = {"values": np.array(value)}
         return out
 
     @staticmethod
@@ -82,27 +95,41 @@ class ModelArrays:
         """CRC-32 of each physics-relevant array's bytes, by name."""
         return {name: zlib.crc32(np.ascontiguousarray(value).tobytes()) for name, value in physics_arrays(model)}
 
-    def restore(self, model: mujoco.MjModel, changes: dict[str, np.ndarray], digests: dict[str, int]
+    def restore(self, model: mujoco.MjModel, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int]
                 ) -> tuple[list[str], list[str]]:
         """Make ``model``'s arrays those of a recorded episode: where an array's CRC differs from
-        ``digests``, write the recorded value from ``changes``, else this model's reference value
-        when that is the recorded one. Returns (arrays written, arrays that still differ)."""
+        ``digests``, write the recorded value from ``changes`` (on this model's reference, for
+        changed elements) or else this model's reference value, where that has the recorded CRC.
+        Returns (arrays written, arrays that still differ)."""
         written, differing = [], []
         for name, value in physics_arrays(model):
             want = digests.get(name)
             if want is None or zlib.crc32(np.ascontiguousarray(value).tobytes()) == want:
                 continue
-            source = changes.get(name)
-            if source is None:
-                reference = self.reference.get(name)
-                if reference is not None and zlib.crc32(reference.tobytes()) == want:
-                    source = reference
-            if source is None or source.shape != value.shape:
+            target = self._target(name, changes.get(name))
+            if target is None or target.shape != value.shape or zlib.crc32(target.tobytes()) != want:
                 differing.append(name)
                 continue
-            _write(model, name, source)
+            _write(model, name, target)
             written.append(name)
         return written, differing
+
+    def _target(self, name: str, change: dict[str, np.ndarray] | None) -> np.ndarray | None:
+        reference = self.reference.get(name)
+        if change is None:
+            return reference
+        if "index" not in change:
+            return np.asarray(change["values"])
+        if reference is None:
+            return None
+        target = reference.copy()
+        target.reshape(-1)[np.asarray(change["index"], np.int64)] = change["values"]
+        return target
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """Elements as unsigned integers of their size: compared bit for bit (NaN equals NaN)."""
+    return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.itemsize in (1, 2, 4, 8) else a
 
 
 def _write(model: mujoco.MjModel, name: str, value: np.ndarray) -> None:

@@ -685,7 +685,8 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "model_fingerprint": adapter.model_fingerprint(),
         # What the env changed in its model since it was built (Meta-World's goal and bodies at
         # reset), and a checksum of every model array: a replay writes back what differs.
-        **({"model_changes": {name: encode_array(value) for name, value in adapter.model_changes().items()},
+        **({"model_changes": {name: {key: encode_array(part) for key, part in change.items()}
+                              for name, change in adapter.model_changes().items()},
             "model_digests": adapter.model_digests()} if isinstance(adapter, RestorableModel) else {}),
         "snapshot_every": recorder.snapshot_every,
         "chunk_substeps": recorder.chunk_substeps,

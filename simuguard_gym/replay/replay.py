@@ -210,12 +210,13 @@ def _restore_model(adapter: PhysicsAdapter, header: dict[str, Any], notes: list[
     if not isinstance(adapter, RestorableModel):
         return []
     if "model_digests" in header:
-        changes = {name: decode_array(item, f"model_changes {name}", 0)
-                   for name, item in (header.get("model_changes") or {}).items()}
+        changes = {name: {key: decode_array(part, f"model_changes {name} {key}", 0) for key, part in change.items()}
+                   for name, change in (header.get("model_changes") or {}).items()}
         written, differing = adapter.restore_model(changes, header["model_digests"])
     elif header.get("model_body_pose"):  # files that stored only the bodies' placement
         pose = np.frombuffer(header["model_body_pose"], dtype="<f8").reshape(-1, 7)
-        written, differing = adapter.restore_model({"body_pos": pose[:, :3], "body_quat": pose[:, 3:]}, None)
+        written, differing = adapter.restore_model({"body_pos": {"values": pose[:, :3]},
+                                                    "body_quat": {"values": pose[:, 3:]}}, None)
     else:
         return []
     if written:

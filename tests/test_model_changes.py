@@ -1,0 +1,52 @@
+"""What an env changes in its model between episodes is recorded and written back by replay."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from simuguard_gym.engines import mujoco_model
+from simuguard_gym.engines.mujoco_model import ModelArrays, fingerprint
+
+XML = """<mujoco><worldbody><site name="goal" pos="0 0 1"/>
+  <body name="box" pos="0 0 .1"><freejoint/><geom type="box" size=".03 .03 .03"/></body>
+  <body name="door" pos=".5 0 .2"><joint type="hinge"/><geom type="box" size=".2 .01 .2"/></body>
+</worldbody></mujoco>"""
+
+
+def test_changes_are_written_back_on_a_fresh_build(monkeypatch):
+    monkeypatch.setattr(mujoco_model, "WHOLE_BYTES", 32)  # geom_size (2 x 3 floats) goes as changed elements
+    recorded = mujoco.MjModel.from_xml_string(XML)
+    arrays = ModelArrays(recorded)
+    recorded.site_pos[0] = [0.2, 0.1, 0.9]         # Meta-World's new goal at reset
+    recorded.geom_size[1, 0] = 0.04                  # robosuite's randomised cube
+    recorded.opt.timestep = 0.004
+    changes, digests = arrays.changes(recorded), ModelArrays.digests(recorded)
+    assert set(changes) == {"site_pos", "geom_size", "opt.timestep"}
+    assert changes["geom_size"]["index"].tolist() == [3] and "index" not in changes["site_pos"]
+
+    fresh = mujoco.MjModel.from_xml_string(XML)  # the replay's own build
+    assert fingerprint(fresh) != fingerprint(recorded)
+    written, differing = ModelArrays(fresh).restore(fresh, changes, digests)
+    assert sorted(written) == ["geom_size", "opt.timestep", "site_pos"] and differing == []
+    assert fingerprint(fresh) == fingerprint(recorded)
+
+
+def test_an_array_changed_in_one_episode_is_recorded_in_every_later_one():
+    model = mujoco.MjModel.from_xml_string(XML)
+    arrays = ModelArrays(model)
+    model.site_pos[0] = [0.3, 0.0, 1.0]
+    assert set(arrays.changes(model)) == {"site_pos"}
+    model.site_pos[0] = [0.0, 0.0, 1.0]  # back to the build's value: still recorded
+    assert np.array_equal(arrays.changes(model)["site_pos"]["values"], model.site_pos)
+
+
+def test_what_cannot_be_restored_is_named():
+    recorded = mujoco.MjModel.from_xml_string(XML)
+    arrays = ModelArrays(recorded)
+    recorded.body_mass[1] = 2.0
+    digests = ModelArrays.digests(recorded)
+    fresh = mujoco.MjModel.from_xml_string(XML)
+    written, differing = ModelArrays(fresh).restore(fresh, {}, digests)  # a recording without the change
+    assert written == [] and differing == ["body_mass"]
+    assert arrays.changes(recorded)["body_mass"]["values"][1] == 2.0
