@@ -14,7 +14,7 @@ import gymnasium as gym
 
 from simuguard_gym.engines.sapien import headless
 
-headless()  # ManiSkill's builders make render materials; without a rendering device they must be inert
+headless()  # no rendering device: inert render materials, and ManiSkill's render_backend "none" by default
 
 import mani_skill.envs  # noqa: E402,F401 - registers ManiSkill's ids
 
@@ -27,8 +27,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args()
     out = tempfile.mkdtemp(prefix="simuguard-maniskill-")
-    env = ArtifactMonitor(RecordPhysics(gym.make("PickCube-v1", sim_backend="physx_cpu", render_backend="none",
-                                                 obs_mode="state"), out))
+    env = ArtifactMonitor(RecordPhysics(gym.make("PickCube-v1", sim_backend="physx_cpu", obs_mode="state"), out))
     for seed in range(args.episodes):
         env.reset(seed=seed)
         env.action_space.seed(seed)

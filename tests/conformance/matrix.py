@@ -3,11 +3,9 @@ benchmark envs, built as their users build them (see simuguard_gym.conformance.c
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from families import HERE
 
 
 def factories_importable(monkeypatch: pytest.MonkeyPatch) -> None:

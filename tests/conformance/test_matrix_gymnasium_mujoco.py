@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
 import pytest
+from families import family, run
 from matrix import assert_conformant
 
-from simuguard_gym.conformance import check_env
 
-ENVS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5", "InvertedPendulum-v5",
-        "InvertedDoublePendulum-v5", "Pusher-v5", "Reacher-v5", "Swimmer-v5", "Walker2d-v5"]
-
-
-@pytest.mark.parametrize("env_id", ENVS)
-def test_gymnasium_mujoco_v5(env_id, tmp_path):
-    report = check_env(lambda: gym.make(env_id), tmp_path, episodes=3, steps=50)
-    assert_conformant(report, gym.make(env_id).unwrapped.frame_skip)
+@pytest.mark.parametrize("case", family("Gymnasium MuJoCo").cases(), ids=lambda c: c.name)
+def test_gymnasium_mujoco_v5(case, tmp_path):
+    assert_conformant(run(case, tmp_path), case.substeps_per_step())

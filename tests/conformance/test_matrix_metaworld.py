@@ -3,31 +3,19 @@
 
 from __future__ import annotations
 
-import warnings
-
-import gymnasium as gym
 import pytest
-from matrix import assert_conformant
 
 pytest.importorskip("metaworld")
 
-import metaworld  # noqa: E402,F401 - registers Meta-World/MT1
-from metaworld.policies import ENV_POLICY_MAP  # noqa: E402
-
-from simuguard_gym.conformance import check_env  # noqa: E402
-
-TASKS = ["pick-place-v3", "basketball-v3", "assembly-v3", "peg-insert-side-v3", "drawer-open-v3", "door-open-v3",
-         "bin-picking-v3", "button-press-v3", "hammer-v3", "door-lock-v3", "push-v3", "shelf-place-v3"]
-STEPS = 200  # each expert succeeds within this many steps on at least one of the three seeds
+from families import family, run  # noqa: E402
+from matrix import assert_conformant  # noqa: E402
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_metaworld_expert(task, tmp_path):
-    warnings.filterwarnings("ignore", module="metaworld")  # its experts warn about clipped actions
-    report = check_env(lambda: gym.make("Meta-World/MT1", env_name=task, seed=0, max_episode_steps=STEPS),
-                       tmp_path, episodes=3, steps=STEPS, policy=lambda env: ENV_POLICY_MAP[task]().get_action)
-    assert_conformant(report, gym.make("Meta-World/MT1", env_name=task, seed=0).unwrapped.frame_skip)
-    assert any(e.succeeded for e in report.episodes), f"the {task} expert never succeeded"
-    # The model changes at every reset (a new goal, on some tasks moved bodies); the recordings
-    # of the later episodes replay only because those changes are recorded and written back.
+@pytest.mark.parametrize("case", family("Meta-World").cases(), ids=lambda c: c.name)
+def test_metaworld_expert(case, tmp_path):
+    report = run(case, tmp_path)
+    assert_conformant(report, case.substeps_per_step())  # also: no contact artifact in any episode
+    assert any(e.succeeded for e in report.episodes), f"the {case.name} expert never succeeded"
+    # The model changes at every reset (a new goal, on some tasks moved bodies): the later
+    # episodes replay only because those changes are recorded and written back.
     assert all(e.replay_exact for e in report.episodes)

@@ -4,24 +4,21 @@ id (replays rebuild it through --env-fn)."""
 from __future__ import annotations
 
 import pytest
-from matrix import assert_conformant, factories_importable
 
 pytest.importorskip("robosuite")
 
-import robosuite_factories  # noqa: E402
+from families import family, run  # noqa: E402
+from matrix import assert_conformant, factories_importable  # noqa: E402
 
 from simuguard_gym import detect, load_recording  # noqa: E402
-from simuguard_gym.conformance import check_env  # noqa: E402
 
 
-@pytest.mark.parametrize("task", list(robosuite_factories.TASKS))
-def test_robosuite_gym_wrapper(task, tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", family("robosuite").cases(), ids=lambda c: c.name)
+def test_robosuite_gym_wrapper(case, tmp_path, monkeypatch):
     factories_importable(monkeypatch)
-    report = check_env(robosuite_factories.TASKS_FACTORY[task], tmp_path, episodes=3, steps=40,
-                       env_fn=f"robosuite_factories:{task}")
-    task_env = robosuite_factories.make(task).env
-    assert_conformant(report, int(round(task_env.control_timestep / task_env.model_timestep)))
-    if task == "PickPlaceCan":
+    report = run(case, tmp_path)
+    assert_conformant(report, case.substeps_per_step())
+    if case.name == "PickPlaceCan":
         # robosuite's clear_objects parks the three unused objects at one point, (10, 10, 10),
         # where they overlap and are thrown apart: real physics, 10 m from the task. The detector
         # confirms those ejections and calls them off stage, never artifacts.
