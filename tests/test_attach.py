@@ -160,3 +160,26 @@ def test_a_raw_model_and_data_record_the_users_own_mj_step_calls(tmp_path):
     assert info[INFO_KEY] == {"substeps": 20, "errors": []}
     wrapped.close()
     assert load_recording(wrapped.paths[0]).substeps == 20
+
+
+class FlakyStep(LooksUpStep):
+    """Bypasses the hooks in its third step only."""
+
+    steps = 0
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        return (CapturedStep.step if self.steps == 3 else LooksUpStep.step)(self, action)
+
+
+@pytest.mark.faults
+def test_a_hole_in_mid_episode_keeps_the_substeps_before_it(tmp_path):
+    env = RecordPhysics(FlakyStep(), tmp_path)
+    env.reset(seed=0)
+    steps = [env.step(np.zeros(1)) for _ in range(5)]
+    env.close()
+    assert [len(s[-1][INFO_KEY]["errors"]) for s in steps] == [0, 0, 1, 1, 1]
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 8 and rec.lost["last_good_substep"] == 7 and rec.footer["env_substeps"] == 20
+    result = replay(rec, env_fn=LooksUpStep)
+    assert not result.exact and result.substeps == 8 and result.divergence is None

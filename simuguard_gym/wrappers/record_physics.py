@@ -137,7 +137,7 @@ class RecordPhysics(gym.Wrapper):
             first = self._step_ends[-1] if self._step_ends else 0
             message = f"{lost}: the recording stops here (a recording with a hole cannot replay)"
             self._on_recorder_error(HookError(first, "substeps", "LostSubsteps", message))
-            self.recorder.active = False
+            self.recorder.finish()  # what was recorded before the hole is written
 
     def _guarded(self, where: str, call: Any) -> None:
         try:
