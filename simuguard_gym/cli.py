@@ -164,6 +164,9 @@ def describe(rec: Recording) -> str:
         f"seed       {h.get('seed')}  options {h.get('options')}",
         f"substeps   {rec.substeps}  ({rec.substeps * rec.substep_dt:.3f} s)",
     ]
+    lost = rec.lost
+    if lost is not None:
+        lines.append(f"INCOMPLETE {lost['reason']}; intact up to substep {lost['last_good_substep']}")
     if rec.footer:
         f = rec.footer
         lines.append(f"outcome    success={f.get('success')} terminated={f.get('terminated')} "
@@ -342,7 +345,10 @@ def _report(args: argparse.Namespace) -> int:
 
     from simuguard_gym.scoring.report import format_table, report, write_report
 
-    rows, paired = report(args.directory, args.versus)
+    skipped: list[str] = []
+    rows, paired = report(args.directory, args.versus, skipped)
+    for problem in skipped:
+        print(f"simuguard report: skipped {problem}", file=sys.stderr)
     print("success rates in percent; Rep.: as run; Replay: flagged episodes replaced by their verified reruns; "
           "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
     print(format_table(rows))

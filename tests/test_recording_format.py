@@ -99,12 +99,12 @@ def test_non_recording_files_get_a_clear_error(tmp_path, content):
         load_recording(path)
 
 
-def test_crafted_huge_array_is_not_allocated(tmp_path):
-    header = pack_record("header", {"format": "simuguard-recording", "schema": SCHEMA_VERSION, "bodies": {}})
-    chunk = pack_record("chunk", {"index": 0, "first": 0, "n": 1, "columns": {
-        "fingerprint": {"dtype": "<u8", "shape": [10 ** 12], "data": b"\x00" * 8}}})
+def test_crafted_huge_array_is_not_allocated(recording, tmp_path):
+    header = next(payload for _, kind, payload in iter_records(recording) if kind == "header")
+    chunk = next(payload for _, kind, payload in iter_records(recording) if kind == "chunk")
+    chunk["columns"]["fingerprint"] = {"dtype": "<u8", "shape": [10 ** 12], "data": b"\x00" * 8}
     path = tmp_path / "huge.msgpack"
-    path.write_bytes(header + chunk)
+    path.write_bytes(pack_record("header", header) + pack_record("chunk", chunk))
     with pytest.raises(CorruptRecordingError, match="declares shape"):
         load_recording(path)
 

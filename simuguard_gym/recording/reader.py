@@ -13,6 +13,7 @@ import msgpack
 import numpy as np
 
 from simuguard_gym.engines.base import BodyTable, StateComponent
+from simuguard_gym.recording import validate
 from simuguard_gym.recording.format import (
     ALL_COLUMNS,
     FORMAT_NAME,
@@ -20,12 +21,10 @@ from simuguard_gym.recording.format import (
     MIN_SCHEMA_VERSION,
     RECORD_KINDS,
     SCHEMA_VERSION,
-    SUBSTEP_COLUMNS,
     CorruptRecordingError,
     NotARecordingError,
     TruncatedRecordingError,
     UnsupportedSchemaError,
-    decode_array,
 )
 
 
@@ -201,7 +200,9 @@ def _check_header(path: Path, kind: str, header: dict[str, Any]) -> None:
 
 
 def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False) -> Recording:
-    """Read a recording, verifying every checksum.
+    """Read a recording, verifying every checksum and every record's structure against the
+    schema (:mod:`~simuguard_gym.recording.validate`): anything inconsistent is a
+    :class:`CorruptRecordingError` naming the file, the record and its byte offset.
 
     A file that ends early (a crash mid-episode, a ``.partial`` file) raises
     :class:`TruncatedRecordingError` naming the byte offset and the substeps recovered, with the
@@ -209,11 +210,11 @@ def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False)
     """
     path = Path(path)
     header: dict[str, Any] | None = None
+    shape: validate.Shape | None = None
     footer: dict[str, Any] | None = None
     errors: list[dict[str, Any]] = []
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ALL_COLUMNS}
-    substeps = 0
-    sha = hashlib.sha256()
+    substeps = chunks = 0
     footer_offset = 0
     try:
         with open(path, "rb") as raw:
@@ -221,16 +222,25 @@ def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False)
                 if kind == "header":
                     if header is not None:
                         raise CorruptRecordingError(f"{path}: second header at byte {offset}", offset)
-                    header = payload
+                    shape, header = validate.check_header(path, payload, offset), payload
                 elif kind == "chunk":
-                    substeps += _read_chunk(path, payload, parts, substeps, offset)
+                    n, columns = validate.check_chunk(path, payload, shape, chunks, substeps, offset)
+                    for name, array in columns.items():
+                        parts[name].append(array)
+                    substeps, chunks = substeps + n, chunks + 1
                 elif kind == "error":
+                    validate.check_error(path, payload, offset)
                     errors.append(payload)
                 else:
                     footer, footer_offset = payload, offset
                     break
             if footer is not None:
-                _verify_footer(path, raw, footer, footer_offset, substeps, sha)
+                validate.check_footer(path, footer, footer_offset, chunks, substeps)
+                _verify_digest(path, raw, footer, footer_offset)
+                end = records_end(path, footer_offset)  # nothing may follow the footer
+                if end != path.stat().st_size:
+                    raise CorruptRecordingError(f"{path}: {path.stat().st_size - end} bytes after the footer, "
+                                                f"from byte {end}", end)
     except TruncatedRecordingError as error:
         partial = _assemble(path, header or {}, parts, None, errors)
         if allow_partial and header is not None:
@@ -251,24 +261,17 @@ def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False)
     return _assemble(path, header, parts, footer, errors)
 
 
-def _read_chunk(path: Path, payload: dict[str, Any], parts: dict[str, list[np.ndarray]], expected_first: int,
-                offset: int) -> int:
-    n, first, columns = payload.get("n"), payload.get("first"), payload.get("columns")
-    if not isinstance(n, int) or not isinstance(columns, dict) or first != expected_first:
-        raise CorruptRecordingError(f"{path}: inconsistent chunk at byte {offset}", offset)
-    for name, encoded in columns.items():
-        if name not in parts:
-            continue  # a column from a newer minor writer: ignore
-        array = decode_array(encoded, f"{path}: column {name}", offset)
-        if name in SUBSTEP_COLUMNS and (array.ndim == 0 or array.shape[0] != n):
-            raise CorruptRecordingError(f"{path}: column {name} has {array.shape[:1]} rows, chunk has {n} "
-                                        f"(record at byte {offset})", offset)
-        parts[name].append(array)
-    return n
+def records_end(path: Path, offset: int) -> int:
+    """Where the record starting at byte ``offset`` ends."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        unpacker = msgpack.Unpacker(f, raw=False, max_buffer_size=MAX_RECORD_BYTES, max_bin_len=MAX_RECORD_BYTES)
+        unpacker.skip()
+        return offset + unpacker.tell()
 
 
-def _verify_footer(path: Path, raw: Any, footer: dict[str, Any], footer_offset: int, substeps: int,
-                   sha: Any) -> None:
+def _verify_digest(path: Path, raw: Any, footer: dict[str, Any], footer_offset: int) -> None:
+    sha = hashlib.sha256()
     remaining = footer_offset
     raw.seek(0)
     while remaining:
@@ -280,9 +283,6 @@ def _verify_footer(path: Path, raw: Any, footer: dict[str, Any], footer_offset: 
     if footer.get("sha256") != sha.hexdigest():
         raise CorruptRecordingError(f"{path}: file checksum mismatch before the footer at byte {footer_offset}",
                                     footer_offset)
-    if footer.get("substeps") != substeps:
-        raise CorruptRecordingError(
-            f"{path}: footer declares {footer.get('substeps')} substeps, chunks hold {substeps}", footer_offset)
 
 
 def _assemble(path: Path, header: dict[str, Any], parts: dict[str, list[np.ndarray]],

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from simuguard_gym.detection.offline import detect
+from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.scoring.estimates import Episode, Scores, score_by_task
 from simuguard_gym.scoring.paired import PairedComparison, compare
@@ -22,11 +23,17 @@ from simuguard_gym.scoring.paired import PairedComparison, compare
 RERUN_SUFFIX = ".rerun.json"
 
 
-def episodes_in(directory: str | os.PathLike[str]) -> list[Episode]:
-    """One Episode per complete recording in ``directory`` (partial files are skipped)."""
+def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = None) -> list[Episode]:
+    """One Episode per complete recording in ``directory`` (partial files are skipped); a file
+    that cannot be read is skipped too, and named with the reason in ``skipped``."""
     out = []
     for path in sorted(Path(directory).glob("*.msgpack")):
-        rec = load_recording(path)
+        try:
+            rec = load_recording(path)
+        except (RecordingError, OSError) as error:
+            if skipped is not None:
+                skipped.append(f"{path}: {error}")
+            continue
         footer = rec.footer or {}
         if footer.get("success") is None:
             continue  # no outcome to score (an episode cut by a reset or close before its end)
@@ -43,9 +50,11 @@ def episodes_in(directory: str | os.PathLike[str]) -> list[Episode]:
 
 def _rerun_of(path: Path) -> dict[str, Any] | None:
     side = path.with_name(path.name + RERUN_SUFFIX)
-    if not side.exists():
+    try:
+        found = json.loads(side.read_text())
+    except (OSError, ValueError):  # absent, or cut off: no rerun to count
         return None
-    return json.loads(side.read_text())
+    return found if isinstance(found, dict) else None
 
 
 def table(scores: dict[str, Scores]) -> list[dict[str, Any]]:
@@ -87,15 +96,16 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison
     return [csv_path, json_path]
 
 
-def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | None = None
-           ) -> tuple[list[dict[str, Any]], PairedComparison | None]:
-    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparison of the two."""
-    episodes = episodes_in(directory)
+def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | None = None,
+           skipped: list[str] | None = None) -> tuple[list[dict[str, Any]], PairedComparison | None]:
+    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparison of the two;
+    unreadable files are named in ``skipped``."""
+    episodes = episodes_in(directory, skipped)
     if not episodes:
         raise ValueError(f"{directory}: no complete recordings with an outcome")
     rows = table(score_by_task(episodes))
     paired = None
     if versus is not None:
-        other = episodes_in(versus)
+        other = episodes_in(versus, skipped)
         paired = compare({(e.task, e.seed): e.success for e in episodes}, {(e.task, e.seed): e.success for e in other})
     return rows, paired

@@ -1,0 +1,166 @@
+"""Structural checks of a recording's records against the schema.
+
+A file whose checksums are all valid can still be wrong: crafted, or written by a buggy writer.
+The reader trusts nothing it has not checked here; every violation is a
+:class:`~simuguard_gym.recording.format.CorruptRecordingError` that names the file, the record
+and its byte offset.
+
+>>> from simuguard_gym.recording.validate import check_header
+>>> check_header("x.msgpack", {"engine": "mujoco"}, 0)
+Traceback (most recent call last):
+...
+simuguard_gym.recording.format.CorruptRecordingError: x.msgpack: header at byte 0: lacks substep_dt, bodies, tracked, state_layout, initial_state, initial_body_pose, initial_body_vel, snapshot_every, chunk_substeps
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simuguard_gym.recording.format import ALL_COLUMNS, SUBSTEP_COLUMNS, CorruptRecordingError, decode_array
+
+_REQUIRED = ("engine", "substep_dt", "bodies", "tracked", "state_layout", "initial_state", "initial_body_pose",
+             "initial_body_vel", "snapshot_every", "chunk_substeps")
+_NDIM = {"body_pose": 3, "body_vel": 3, "contact_bodies": 2, "contact_force": 2, "contact_pieces": 2,
+         "contact_normal": 2, "contact_speed": 2, "snapshot_state": 2}
+_CONTACT_WIDTH = {"contact_bodies": 2, "contact_depth": 0, "contact_force": 3, "contact_abs_force": 0,
+                  "contact_points": 0, "contact_pieces": 2, "contact_normal": 3, "contact_speed": 2}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a header says every chunk must look like."""
+
+    bodies: int
+    tracked: int
+    state_size: int
+    component_sizes: np.ndarray  # (components,) int64
+
+
+def _fail(path: Any, what: str, offset: int, problem: str) -> CorruptRecordingError:
+    return CorruptRecordingError(f"{path}: {what} at byte {offset}: {problem}", offset)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_header(path: Any, header: dict[str, Any], offset: int) -> Shape:
+    """The header's fields a reader relies on, with their types and sizes."""
+    missing = [key for key in _REQUIRED if key not in header]
+    if missing:
+        raise _fail(path, "header", offset, f"lacks {', '.join(missing)}")
+    dt = header["substep_dt"]
+    if not isinstance(dt, (int, float)) or isinstance(dt, bool) or not (math.isfinite(dt) and dt > 0):
+        raise _fail(path, "header", offset, f"substep_dt must be a positive number, not {dt!r}")
+    bodies = header["bodies"]
+    columns = ("names", "kinds", "roles", "masses")
+    if not isinstance(bodies, dict) or not all(isinstance(bodies.get(c), list) for c in columns):
+        raise _fail(path, "header", offset, "bodies must hold lists of names, kinds, roles and masses")
+    if len({len(bodies[c]) for c in columns}) != 1 or not bodies["names"]:
+        raise _fail(path, "header", offset, "bodies' names, kinds, roles and masses differ in length")
+    nbody = len(bodies["names"])
+    tracked = header["tracked"]
+    if not isinstance(tracked, list) or not all(_is_int(i) and 0 <= i < nbody for i in tracked) \
+            or len(set(tracked)) != len(tracked):
+        raise _fail(path, "header", offset, f"tracked must be distinct body ids below {nbody}")
+    layout = header["state_layout"]
+    sizes, at = [], 0
+    for component in layout if isinstance(layout, list) else [None]:
+        if not (isinstance(component, list) and len(component) == 3 and isinstance(component[0], str)
+                and _is_int(component[1]) and _is_int(component[2]) and component[1] == at and component[2] >= 0):
+            raise _fail(path, "header", offset, "state_layout must list [name, offset, size] end to end from 0")
+        sizes.append(component[2])
+        at += component[2]
+    if len(sizes) > 16:
+        raise _fail(path, "header", offset, f"state_layout has {len(sizes)} components; masks hold 16")
+    ntrack = len(tracked)
+    for key, nbytes in (("initial_state", 8 * at), ("initial_body_pose", 8 * 7 * ntrack),
+                        ("initial_body_vel", 8 * 6 * ntrack)):
+        if not isinstance(header[key], bytes) or len(header[key]) != nbytes:
+            raise _fail(path, "header", offset, f"{key} must be {nbytes} bytes")
+    for key in ("snapshot_every", "chunk_substeps"):
+        if not _is_int(header[key]) or header[key] < 1:
+            raise _fail(path, "header", offset, f"{key} must be a positive integer")
+    return Shape(nbody, ntrack, at, np.array(sizes, np.int64))
+
+
+def check_chunk(path: Any, payload: dict[str, Any], shape: Shape, index: int, first: int, offset: int
+                ) -> tuple[int, dict[str, np.ndarray]]:
+    """The chunk's substep count and its columns (those of the schema), every one checked for
+    dtype, shape and consistency with the header and with the chunk's other columns."""
+    what = f"chunk {index}"
+    n, columns = payload.get("n"), payload.get("columns")
+    if payload.get("index", index) != index or payload.get("first") != first:
+        raise _fail(path, what, offset, f"says it is chunk {payload.get('index')} from substep "
+                    f"{payload.get('first')}; it follows chunk {index - 1} and substep {first}")
+    if not _is_int(n) or n < 1:
+        raise _fail(path, what, offset, f"holds {n!r} substeps (an empty chunk)")
+    if not isinstance(columns, dict):
+        raise _fail(path, what, offset, "has no columns")
+    missing = [name for name in ALL_COLUMNS if name not in columns]
+    if missing:
+        raise _fail(path, what, offset, f"lacks column(s) {', '.join(missing)}")
+    out = {}
+    for name, dtype in ALL_COLUMNS.items():
+        array = decode_array(columns[name], f"{path}: {what} column {name}", offset)
+        if array.dtype != np.dtype(dtype):
+            raise _fail(path, what, offset, f"column {name} is {array.dtype.str}, the schema says {dtype}")
+        if array.ndim != _NDIM.get(name, 1):
+            raise _fail(path, what, offset, f"column {name} has {array.ndim} dimensions, the schema {_NDIM.get(name, 1)}")
+        out[name] = array
+    # Counts first: the other columns' shapes follow from them.
+    for name in ("contact_count", "start_mask", "mid_mask", "snapshot_substep"):
+        if name != "snapshot_substep" and out[name].shape != (n,):
+            raise _fail(path, what, offset, f"column {name} has shape {out[name].shape}, expected {(n,)}")
+    expect = {name: (n,) for name in SUBSTEP_COLUMNS}
+    expect["body_pose"], expect["body_vel"] = (n, shape.tracked, 7), (n, shape.tracked, 6)
+    pairs = int(out["contact_count"].sum(dtype=np.int64))
+    for name, width in _CONTACT_WIDTH.items():
+        expect[name] = (pairs,) + ((width,) if width else ())
+    for phase in ("start", "mid"):
+        mask = out[f"{phase}_mask"].astype(np.int64)
+        if (mask >> len(shape.component_sizes)).any():
+            raise _fail(path, what, offset, f"{phase}_mask names components the state layout does not have")
+        bits = (mask[:, None] >> np.arange(len(shape.component_sizes))) & 1
+        expect[f"{phase}_values"] = (int((bits @ shape.component_sizes).sum()),)
+    snapshots = out["snapshot_substep"]
+    expect["snapshot_state"] = (len(snapshots), shape.state_size)
+    for name, want in expect.items():
+        if out[name].shape != want:
+            raise _fail(path, what, offset, f"column {name} has shape {out[name].shape}, expected {want}")
+    if ((out["split"] != 0) & (out["split"] != 1)).any():
+        raise _fail(path, what, offset, "column split holds values other than 0 and 1")
+    if pairs and ((out["contact_bodies"] < 0) | (out["contact_bodies"] >= shape.bodies)).any():
+        raise _fail(path, what, offset, f"column contact_bodies holds ids outside the {shape.bodies} bodies")
+    if len(snapshots) and ((snapshots < first) | (snapshots >= first + n) | (np.diff(snapshots) <= 0).any()).any():
+        raise _fail(path, what, offset, "column snapshot_substep holds substeps outside the chunk or out of order")
+    return n, out
+
+
+def check_error(path: Any, payload: dict[str, Any], offset: int) -> None:
+    if not (_is_int(payload.get("substep")) and all(isinstance(payload.get(k), str) for k in ("where", "type"))
+            and isinstance(payload.get("message"), str)):
+        raise _fail(path, "error record", offset, "needs an integer substep and where, type and message strings")
+
+
+def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, substeps: int) -> None:
+    if footer.get("substeps") != substeps or footer.get("chunks") != chunks:
+        raise _fail(path, "footer", offset, f"declares {footer.get('chunks')!r} chunks of {footer.get('substeps')!r} "
+                    f"substeps; the file holds {chunks} chunks of {substeps} substeps")
+    lost = footer.get("incomplete")
+    if lost is not None and not (isinstance(lost, dict) and isinstance(lost.get("reason"), str)
+                                 and _is_int(lost.get("last_good_substep"))):
+        raise _fail(path, "footer", offset, "incomplete must be null or a reason and a last good substep")
+    ran = footer.get("env_substeps")
+    if ran is not None and not _is_int(ran):
+        raise _fail(path, "footer", offset, f"env_substeps must be an integer or null, not {ran!r}")
+    ends = footer.get("step_substeps", [])
+    if not isinstance(ends, list) or not all(_is_int(e) for e in ends):
+        raise _fail(path, "footer", offset, "step_substeps must be a list of integers")
+    detector = footer.get("detector")
+    if detector is not None and not (isinstance(detector, dict) and isinstance(detector.get("events", []), list)):
+        raise _fail(path, "footer", offset, "detector must hold a list of events")
