@@ -126,6 +126,7 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
     todo = []
     for seed in config.seeds():
         path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
+        (out / f"{path.name}.rerun.json.partial").unlink(missing_ok=True)  # a result never finished
         for stale in (out / f"{path.name}{PARTIAL_SUFFIX}", out / f"{path.name}.rerun.json"):
             if stale.exists() and not path.exists():
                 stale.unlink()  # half-written: redone
@@ -150,9 +151,8 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
     base = gym.make(config.env_id, **config.env_kwargs)
     from simuguard_gym.engines.base import adapter_for
 
-    engine = adapter_for(base).engine
-    change = config.intervention or ("depenetration=1.0" if engine == "sapien-physx" else "timeconst=0.02")
-    env = DepenetrationRerun(base, change, directory=out)
+    env = DepenetrationRerun(base, config.intervention or default_intervention(adapter_for(base).engine),
+                             directory=out)
     recorder = _find(env, RecordPhysics)
     policy = load_policy(config.policy)
     summaries = []
@@ -175,6 +175,50 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
     finally:
         env.close()
     return summaries
+
+
+def default_intervention(engine: str) -> str:
+    """The rerun's change where the run names none."""
+    return "depenetration=1.0" if engine == "sapien-physx" else "timeconst=0.02"
+
+
+def missing_reruns(out: Path, seeds: list[int]) -> list[int]:
+    """Seeds whose recording is final and holds a contact artifact but has no rerun result beside
+    it: a run killed between the two (the recording is renamed into place before the rerun)."""
+    from simuguard_gym.scoring.report import rerun_of
+
+    missing = []
+    for seed in seeds:
+        path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
+        try:
+            footer = load_recording(path).footer or {}
+        except (RecordingError, OSError):
+            continue
+        events = (footer.get("detector") or {}).get("events") or []
+        if any(e.get("artifact") for e in events) and rerun_of(path) is None:
+            missing.append(seed)
+    return missing
+
+
+def redo_reruns(config: AuditConfig, out: Path, seeds: list[int]) -> list[dict[str, Any]]:
+    """Rerun the recordings of ``seeds`` as DepenetrationRerun would have, writing their results."""
+    from simuguard_gym.replay.rerun import rerun
+    from simuguard_gym.scoring.report import write_rerun
+
+    register(config.env_id)
+    done = []
+    for seed in seeds:
+        path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
+        try:
+            rec = load_recording(path)
+            change = config.intervention or default_intervention(rec.header.get("engine", ""))
+            result = rerun(rec, change).to_dict()
+            write_rerun(path, result)
+        except Exception as error:  # noqa: BLE001 - one rerun that fails leaves its score uncorrected, the run goes on
+            logger.warning("simuguard audit: the rerun of seed %d failed: %s", seed, error)
+            continue
+        done.append({"seed": seed, "rerun": result})
+    return done
 
 
 def _worker(payload: tuple[dict[str, Any], str, list[int]]) -> list[dict[str, Any]]:

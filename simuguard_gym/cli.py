@@ -404,7 +404,7 @@ def _audit(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from simuguard_gym.audit import AuditConfig, prepare_directory, run_parallel, run_ray
+    from simuguard_gym.audit import AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
     from simuguard_gym.scoring.report import format_table, report, write_report
 
     try:
@@ -424,6 +424,9 @@ def _audit(args: argparse.Namespace) -> int:
     out = Path(args.out)
     todo = prepare_directory(out, config, args.force, sys.argv)
     done = len(config.seeds()) - len(todo)
+    # An episode counts as done only with everything its scores need: a run killed after a
+    # recording was final but before its rerun's result was written redoes that rerun.
+    unrerun = missing_reruns(out, [s for s in config.seeds() if s not in todo])
     if not args.quiet:
         print(f"simuguard audit: {config.env_id}, {config.episodes} episodes into {out}"
               + (f" ({done} already done)" if done else ""), flush=True)
@@ -443,6 +446,10 @@ def _audit(args: argparse.Namespace) -> int:
         elif not args.quiet:
             print(line, flush=True)
 
+    for redone in redo_reruns(config, out, unrerun):
+        if not args.quiet:
+            print(f"  seed {redone['seed']}: its rerun was missing (an interrupted run) and is redone: "
+                  f"{'success' if redone['rerun']['success'] else 'failure'}", flush=True)
     try:
         if args.ray:
             if config.sapien_path is not None:

@@ -60,6 +60,9 @@ class RecordingWriter:
         # Chunks may come from a recorder's worker thread while error records come from the env's.
         self._lock = threading.Lock()
         self._write("header", {"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header})
+        # Out of Python's buffer before the first substep runs: a process killed at any later
+        # point leaves the seed, the env and the initial state readable in the .partial file.
+        self._file.flush()
 
     @property
     def closed(self) -> bool:

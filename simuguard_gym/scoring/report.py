@@ -39,7 +39,7 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
             continue  # no outcome to score (an episode cut by a reset or close before its end)
         found = (footer.get("detector") or {}).get("events")
         events = found if found is not None else detect(rec).events
-        rerun = _rerun_of(path)
+        rerun = rerun_of(path)
         out.append(Episode(
             success=bool(footer["success"]), artifact=any(e.get("artifact") for e in events),
             rerun_success=None if rerun is None else rerun.get("success"),
@@ -48,7 +48,21 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
     return out
 
 
-def _rerun_of(path: Path) -> dict[str, Any] | None:
+def write_rerun(recording: str | os.PathLike[str], result: dict[str, Any]) -> Path:
+    """Write a rerun's result beside its recording, atomically: a process killed meanwhile leaves
+    either no result (the rerun is redone on resume) or the whole of it, never half a file."""
+    path = Path(str(recording) + RERUN_SUFFIX)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w") as f:
+        json.dump(result, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+    return path
+
+
+def rerun_of(path: Path) -> dict[str, Any] | None:
+    """The rerun result written beside a recording, or None (absent, or unreadable)."""
     side = path.with_name(path.name + RERUN_SUFFIX)
     try:
         found = json.loads(side.read_text())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -14,7 +13,7 @@ import gymnasium as gym
 from simuguard_gym.engines.base import HookError, adapter_for
 from simuguard_gym.replay.interventions import Intervention
 from simuguard_gym.replay.rerun import SWITCHES, rerun
-from simuguard_gym.scoring.report import RERUN_SUFFIX
+from simuguard_gym.scoring.report import write_rerun
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 from simuguard_gym.wrappers.info_key import INFO_KEY, success_from_info, with_simuguard
 from simuguard_gym.wrappers.record_physics import RecordPhysics
@@ -89,8 +88,7 @@ class DepenetrationRerun(gym.Wrapper):
                 fields["rerun"] = result.to_dict()
                 if result.verified and result.success is not None:
                     fields["corrected_success"] = result.success
-                # Beside the recording, for `simuguard report` (replay-corrected scores).
-                Path(ours["recording"] + RERUN_SUFFIX).write_text(json.dumps(fields["rerun"]))
+                write_rerun(ours["recording"], fields["rerun"])  # for `simuguard report` (replay-corrected scores)
             except Exception as error:  # noqa: BLE001 - never raise into the evaluation
                 record = HookError.capture(0, "rerun", error).to_dict()
                 logger.warning("simuguard rerun failed: %s", record["message"])
