@@ -168,11 +168,8 @@ def test_a_hook_that_keeps_failing_stops_recording(record_dir, monkeypatch):
 
 @pytest.mark.faults
 def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir, monkeypatch):
-    """A failure while a chunk is encoded on the worker thread reaches neither the env nor the
+    """A failure while a chunk is decoded in the env's process reaches neither the env nor the
     caller; it is in the file, which keeps the chunks before it."""
-    from simuguard_gym.recording import recorder
-
-    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
     off = run_random(FACTORIES["contact-scene"](), 40, seed=3)
     env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64, helper_process=False)
     original = env.adapter.decode_contacts
@@ -195,51 +192,6 @@ def test_a_failing_chunk_encoding_is_recorded_and_ends_the_recording(record_dir,
     assert [o[-1][INFO_KEY]["errors"] for o in on if o[-1][INFO_KEY]["errors"]][0][0]["where"] == "encode_chunk"
     result = replay(rec)
     assert not result.exact and result.substeps == 64 and "incomplete" in result.message
-
-
-def test_background_and_foreground_encoding_write_the_same_recording(tmp_path, monkeypatch):
-    from simuguard_gym.recording import recorder
-
-    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks go to the thread
-    paths = []
-    for background in (True, False):
-        env = RecordPhysics(make_contact_scene(max_episode_steps=60), tmp_path / str(background), chunk_substeps=50,
-                            helper_process=False)
-        env.recorder.background = background
-        run_random(env, 60, seed=5)
-        env.close()
-        paths.append(env.paths[0])
-    a, b = (load_recording(p) for p in paths)
-    assert a.substeps == b.substeps == 300
-    assert a.columns.keys() == b.columns.keys()
-    for name in a.columns:
-        np.testing.assert_array_equal(a.columns[name], b.columns[name], err_msg=name)
-
-
-def test_chunks_reach_the_file_in_order_whichever_thread_encodes_them(record_dir, monkeypatch):
-    """Heavy chunks go to the worker thread, light ones (the last of an episode) are encoded in the
-    env's thread: a light chunk must not overtake a heavy one still being encoded."""
-    import threading
-    import time
-
-    from simuguard_gym.recording import recorder
-
-    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 200)  # the scene's full chunks are heavy
-    env = RecordPhysics(FACTORIES["contact-scene"](), record_dir, chunk_substeps=64, helper_process=False)
-    original = env.adapter.decode_contacts
-
-    def slow_off_thread(stage, states, **kwargs):
-        if threading.current_thread() is not threading.main_thread():
-            time.sleep(0.05)  # the worker falls behind the env
-        return original(stage, states, **kwargs)
-
-    monkeypatch.setattr(env.adapter, "decode_contacts", slow_off_thread)
-    out = run_random(env, 30, seed=4)  # 150 substeps: two full chunks and a light one of 22
-    env.close()
-    assert out[-1][-1][INFO_KEY]["errors"] == []
-    rec = load_recording(env.paths[0])
-    assert rec.substeps == 150 and not rec.errors
-    assert replay(rec).exact
 
 
 def test_a_listener_that_raises_is_told_and_the_physics_runs_on():
@@ -273,7 +225,7 @@ def test_a_listener_that_raises_is_told_and_the_physics_runs_on():
 
 
 @pytest.mark.faults
-@pytest.mark.parametrize("path", ["in-process", "worker thread", "helper process"])
+@pytest.mark.parametrize("path", ["in-process", "helper process"])
 def test_a_failing_encode_at_chunk_k_leaves_a_recording_marked_incomplete(path, record_dir, monkeypatch):
     """The acceptance check of "nothing lost": chunk 2 (substeps 128-191) fails to encode, by
     whichever path chunks are encoded; the env runs on unchanged, the error is in info, and the
@@ -282,7 +234,6 @@ def test_a_failing_encode_at_chunk_k_leaves_a_recording_marked_incomplete(path, 
 
     if path == "helper process" and not chunk_process.helper_processes_available():
         pytest.skip("helper processes need Linux and two usable CPUs")
-    monkeypatch.setattr(recorder, "OFF_THREAD_MIN_CONTACTS", 1 if path == "worker thread" else 10**9)
     original = recorder.SubstepRecorder._columns
 
     def failing(self, chunk):

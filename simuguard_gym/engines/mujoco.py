@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 import zlib
 from typing import Any, Callable
 
@@ -83,10 +82,9 @@ class MujocoAdapter(BodyTableMixin):
     engine = "mujoco"
     engine_version = mujoco.__version__
     #: Decoding (contacts, body states) reads only the staged copies, the model's constant arrays
-    #: and a scratch MjData of its own: a recorder may run it on a worker thread.
-    decodes_off_thread = True
-    #: ... and a process forked from this one decodes the same (the model and the stage are
-    #: inherited; a stage given shared memory hands its fill over): a recorder may encode there.
+    #: and a scratch MjData of its own, so a process forked from this one decodes the same (the
+    #: model and the stage are inherited; a stage given shared memory hands its fill over): a
+    #: recorder may encode there.
     decodes_in_fork = True
     #: State components that only the second half of a split substep (mj_step2) reads and that the
     #: first half (mj_step1) neither reads nor writes: a write to them may be replayed between the
@@ -103,7 +101,6 @@ class MujocoAdapter(BodyTableMixin):
         if not isinstance(model, mujoco.MjModel) or not isinstance(data, mujoco.MjData):
             raise TypeError("MujocoAdapter needs a mujoco.MjModel and a mujoco.MjData")
         self.hooks = SubstepHooks()
-        self._scratch_lock = threading.Lock()  # decoding may run on a recorder's worker thread
         self.task_spec: Any = None
         #: The env the adapter was found on (None: a raw model and data), and where in it the
         #: MjData is: refresh() follows that path after a reset (robosuite builds a new MjData).
@@ -344,16 +341,15 @@ class MujocoAdapter(BodyTableMixin):
         state = np.empty(self.state_size)
         self.read_state(state)
         robot = np.array([r == "robot" for r in self.body_table().roles])
-        with self._scratch_lock:
-            scratch = self._scratch_data()
-            mujoco.mj_setState(m, scratch, state, _INTEGRATION)
-            mujoco.mj_kinematics(m, scratch)
-            points = scratch.xpos[robot]
-            geoms = np.flatnonzero((m.body_weldid[m.geom_bodyid] == 0) & (m.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
-                                   & ((m.geom_contype | m.geom_conaffinity) != 0))
-            rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
-            center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
-            half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
+        scratch = self._scratch_data()
+        mujoco.mj_setState(m, scratch, state, _INTEGRATION)
+        mujoco.mj_kinematics(m, scratch)
+        points = scratch.xpos[robot]
+        geoms = np.flatnonzero((m.body_weldid[m.geom_bodyid] == 0) & (m.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
+                               & ((m.geom_contype | m.geom_conaffinity) != 0))
+        rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
+        center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
+        half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
         small = (2 * half <= self.STAGE_GEOM_SIZE).all(axis=1)
         lo = np.concatenate([points, (center - half)[small]])
         hi = np.concatenate([points, (center + half)[small]])
@@ -490,20 +486,19 @@ class MujocoAdapter(BodyTableMixin):
 
     def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
         """Every body's xpos, xquat, cvel, xipos and its subtree's centre of mass, per state."""
-        with self._scratch_lock:
-            m = self.model
-            scratch = self._scratch_data()
-            n = len(states)
-            # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
-            xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
-            cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
-            for k in range(n):
-                mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
-                mujoco.mj_kinematics(m, scratch)
-                mujoco.mj_comPos(m, scratch)
-                mujoco.mj_comVel(m, scratch)
-                xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
-                xipos[k], com[k] = scratch.xipos, scratch.subtree_com
+        m = self.model
+        scratch = self._scratch_data()
+        n = len(states)
+        # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
+        xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
+        cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
+        for k in range(n):
+            mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
+            mujoco.mj_kinematics(m, scratch)
+            mujoco.mj_comPos(m, scratch)
+            mujoco.mj_comVel(m, scratch)
+            xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
+            xipos[k], com[k] = scratch.xipos, scratch.subtree_com
         return xpos, xquat, cvel, xipos, com
 
     def _scratch_data(self) -> mujoco.MjData:

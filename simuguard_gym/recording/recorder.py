@@ -8,10 +8,8 @@ per chunk (a chunk ends early when its contacts fill the stage): which component
 (the state before a substep against the state after the previous one), the fingerprints, the
 snapshots, the tracked bodies' poses and velocities and the merged contacts. With
 ``helper_process=True`` chunks from an episode's second on are encoded in a forked helper process
-(:mod:`~simuguard_gym.recording.chunk_process`) that reads them from shared memory; else, with
-``background=True``, a chunk with many contacts is decoded and handed to the sink on a worker thread
-while the env runs on (MuJoCo releases the GIL in ``mj_step``): the buffers it needs are handed
-over and the hot path continues in fresh ones.
+(:mod:`~simuguard_gym.recording.chunk_process`) that reads them from shared memory; else (another
+OS, one CPU, SAPIEN) in the env's thread, at the substep that fills the chunk.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -19,12 +17,8 @@ chunk by chunk with the file.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import queue
-import threading
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -70,8 +64,7 @@ class SubstepRecorder(NativeFillMixin):
 
     def __init__(self, adapter: PhysicsAdapter, sink: ChunkSink, *, snapshot_every: int = 250,
                  chunk_substeps: int = 1024, on_error: Callable[[HookError], None] | None = None,
-                 contacts: bool = True, background: bool = False,
-                 packed_sink: PackedChunkSink | None = None, helper_process: bool = False) -> None:
+                 contacts: bool = True, packed_sink: PackedChunkSink | None = None, helper_process: bool = False) -> None:
         if snapshot_every < 1 or chunk_substeps < 1:
             raise ValueError("snapshot_every and chunk_substeps must be positive")
         self.adapter = adapter
@@ -82,9 +75,6 @@ class SubstepRecorder(NativeFillMixin):
         #: False: no contacts (their capture is most of the cost on contact-rich scenes); a replay
         #: that verifies states through their fingerprints runs faster without them.
         self.contacts = contacts
-        #: Decode chunks and call the sink on a worker thread (for adapters whose decoding reads
-        #: no live engine object: ``decodes_off_thread``); ``finish()`` waits for it.
-        self.background = background
         #: Encode chunks in a forked helper process (:mod:`~simuguard_gym.recording.chunk_process`)
         #: where the platform allows it and the adapter ``decodes_in_fork``; chunks then reach
         #: ``packed_sink`` (required) as file records. An episode forks at its first full chunk
@@ -102,7 +92,6 @@ class SubstepRecorder(NativeFillMixin):
         # Kept across episodes with what they were made for (see _shared_slots, _private_rows).
         self._kept_slots: tuple[Any, list[_Slot]] | None = None
         self._kept_rows: tuple[Any, np.ndarray, np.ndarray, tuple[list[Any], list[Any]]] | None = None
-        self._encoder: _ChunkEncoder | None = None
         self._active = False
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
@@ -133,16 +122,9 @@ class SubstepRecorder(NativeFillMixin):
         if self._slots is not None:
             self._use_slot(0)
             self._stage.clear()  # an episode left without finish() may have staged substeps
-            self._encoder = None
         else:
             self._stage = a.new_contact_stage(reuse=self._stage)
-            if not (self.background and getattr(a, "decodes_off_thread", False)):
-                self._encoder = None
-            elif self._encoder is None:
-                self._encoder = _ChunkEncoder()
             self._use_rows(*self._private_rows(cap))
-        self._spare_rows: list[tuple[np.ndarray, np.ndarray]] = []  # handed back by the encoder
-        self._spare_stages: list[Any] = []
         self._phase = bytearray(cap)
         self._read, self._capture = self._rows.copy, a.capture_contacts
         self._row = 0
@@ -164,8 +146,6 @@ class SubstepRecorder(NativeFillMixin):
             self._settle()
             if self.active and self._row:
                 self._flush(final=True)
-            if self._encoder is not None:
-                self._encoder.drain()
         finally:
             self._stop_helper()
             if self.active and self._chunk_index:  # an episode reset before its first substep tells nothing
@@ -262,21 +242,10 @@ class SubstepRecorder(NativeFillMixin):
         self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
         self._chunk_first += n
         self._row = 0
-        if self._encoder is None or sum(chunk.stage.counts) < OFF_THREAD_MIN_CONTACTS:
-            if self._encoder is not None:
-                self._encoder.drain()  # chunks reach the sink in order: a heavy one may be in flight
-            started = time.perf_counter()
-            self._encode_or_stop(chunk)
-            if not final:  # a full chunk (the last one of an episode may hold a few substeps)
-                self._chunk_seconds = time.perf_counter() - started
-            return
-        # The encoder owns the chunk's state rows and contact stage until it hands them back.
-        if self._spare_rows:
-            self._use_rows(*self._spare_rows.pop())
-        else:
-            self._use_rows(np.zeros_like(self._states), np.zeros_like(self._before))  # zeroed: see StateRows.allocate
-        self._stage = self.adapter.new_contact_stage(reuse=self._spare_stages.pop() if self._spare_stages else None)
-        self._encoder.submit(self._encode_off_thread, chunk)
+        started = time.perf_counter()
+        self._encode_or_stop(chunk)
+        if not final:  # a full chunk (the last one of an episode may hold a few substeps)
+            self._chunk_seconds = time.perf_counter() - started
 
     def _encode_or_stop(self, chunk: "_Chunk") -> None:
         try:
@@ -312,14 +281,6 @@ class SubstepRecorder(NativeFillMixin):
             "snapshot_state": states[snap],
         }
         return columns
-
-    def _encode_off_thread(self, chunk: "_Chunk") -> None:
-        try:
-            if self.active:  # a chunk after a failed one would leave a hole
-                self._encode_or_stop(chunk)
-        finally:
-            self._spare_rows.append((chunk.states, chunk.before))  # list.append is atomic under the GIL
-            self._spare_stages.append(chunk.stage)
 
     # ------------------------------------------------------------------ helper process
     def _may_use_helper(self) -> bool:
@@ -484,45 +445,6 @@ class _Slot:
     targets: tuple[list[Any], list[Any]] | None = None  # the per-substep copies' targets in states and before
 
 
-class _ChunkEncoder:
-    """One daemon thread that runs submitted jobs in order; one runs and one waits at most, which
-    bounds the chunks in flight (the hot path waits when the thread falls behind)."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.Queue = queue.Queue(maxsize=1)
-        self._thread: threading.Thread | None = None
-        _ENCODERS.add(self)
-
-    def submit(self, job: Callable[[Any], None], arg: Any) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="simuguard-chunk-encoder", daemon=True)
-            self._thread.start()
-        self._jobs.put((job, arg))
-
-    def drain(self) -> None:
-        """Wait until every submitted job has run."""
-        self._jobs.join()
-
-    def _run(self) -> None:
-        while True:
-            job, arg = self._jobs.get()
-            try:
-                job(arg)
-            finally:
-                self._jobs.task_done()
-
-
-_ENCODERS: "weakref.WeakSet[_ChunkEncoder]" = weakref.WeakSet()
-
-
-@atexit.register
-def _drain_encoders() -> None:
-    # A job still decoding when the interpreter tears down its objects would crash the process
-    # (an env left open at exit): let every job finish first.
-    for encoder in list(_ENCODERS):
-        encoder.drain()
-
-
 _WHOLE, _SPLIT = 1, 2  # phase codes of a substep whose state was read before it
 
 
@@ -535,7 +457,7 @@ class _WriteEncoder:
     stored values are gathered from the rows. Envs write the same components substep after
     substep (a controller's ctrl): while nothing outside the last stored run changes, that run is
     stored again (unchanged components inside it replay as no-ops), so the encoding depends on
-    the writes before it and chunks must be encoded in order (they are: see ``_ChunkEncoder``).
+    the writes before it and chunks must be encoded in order (they are, in either process).
     """
 
     def __init__(self, layout: list[StateComponent], late: frozenset[str], rows: StateRows) -> None:
@@ -645,13 +567,6 @@ class _WriteEncoder:
             k = end
         self.run = run
 
-
-#: A chunk goes to the worker thread only with at least this many raw contacts (8 per substep of
-#: a full chunk). The thread pays where the decoding is numpy loops over large arrays (which run
-#: without the GIL); a light chunk's decoding is mostly Python, which holds the GIL and stalls an
-#: env whose step is Python too (robosuite: Lift took 15% longer with every chunk off-thread,
-#: against 8% here). Measured in docs/performance.md.
-OFF_THREAD_MIN_CONTACTS = 8192
 
 # A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on
 # scenes with hundreds of contacts per substep whatever the chunk length.

@@ -71,10 +71,10 @@ class RecordPhysics(gym.Wrapper):
         if task_spec is not None:
             use_task_spec(self.adapter, task_spec)
         # Chunks are encoded in a helper process forked at an episode's first or second full chunk
-        # (Linux, two CPUs or more), else heavy ones on a worker thread, while the env runs on.
+        # (Linux, two CPUs or more, MuJoCo), else in the env's thread.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_recorder_error,
-                                        background=True, helper_process=helper_process,
+                                        helper_process=helper_process,
                                         packed_sink=PackedChunkSink(pack_chunk, self._write_packed_chunk))
         self.adapter.hooks.add(self.recorder)
         self._episode = _next_episode_index(self.directory, name_prefix)
@@ -252,7 +252,7 @@ class RecordPhysics(gym.Wrapper):
 
     def _abandon(self) -> None:
         try:
-            self.recorder.finish()  # the worker thread must be done with the writer before it closes
+            self.recorder.finish()
         except Exception:  # noqa: BLE001 - abandoning after an error: what is staged is dropped
             self.recorder.active = False
         if self._writer is not None:
