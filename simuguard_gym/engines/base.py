@@ -189,6 +189,12 @@ class SubstepHooks:
         self.after = (self.listeners[0].after_substep if len(self.listeners) == 1 and _guards_itself(self.listeners[0])
                       else self._guarded_after)
 
+    def escaped(self, where: str, error: BaseException) -> None:
+        """An error that got out of a listener called directly: every listener is told (only a
+        lone self-guarding listener is called so); never raises."""
+        for listener in list(self.listeners):
+            report_failure(listener, where, error)
+
     #: Call the listeners before a substep (``phase``: "start", "split" or "continue"); never raises.
     before: Callable[[str], None]
     #: Call the listeners after a substep; never raises.

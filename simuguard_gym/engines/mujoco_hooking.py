@@ -76,15 +76,29 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
     if n < 1:
         return mj_step(m, d, n)
     hooks = adapter.hooks
-    hooks.before("start")
+    # Listeners catch their own errors; the try is a second net that costs nothing until used
+    # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
+    try:
+        hooks.before("start")
+    except Exception as error:  # noqa: BLE001 - never raise into the env
+        hooks.escaped("before_substep(start)", error)
     mj_step(m, d)
-    hooks.after()
+    try:
+        hooks.after()
+    except Exception as error:  # noqa: BLE001
+        hooks.escaped("after_substep", error)
     for _ in range(n - 1):
         # Between two substeps of one call no code outside simuguard runs: nothing can have
         # written the state, and listeners may skip reading it.
-        hooks.before("continue")
+        try:
+            hooks.before("continue")
+        except Exception as error:  # noqa: BLE001
+            hooks.escaped("before_substep(continue)", error)
         mj_step(m, d)
-        hooks.after()
+        try:
+            hooks.after()
+        except Exception as error:  # noqa: BLE001
+            hooks.escaped("after_substep", error)
 
 
 def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
@@ -93,9 +107,16 @@ def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
         return mj_step2(m, d)
     # One look at the state per split substep: what was written before mj_step1 and between the
     # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
-    adapter.hooks.before("split")
+    hooks = adapter.hooks
+    try:
+        hooks.before("split")
+    except Exception as error:  # noqa: BLE001 - never raise into the env
+        hooks.escaped("before_substep(split)", error)
     mj_step2(m, d)
-    adapter.hooks.after()
+    try:
+        hooks.after()
+    except Exception as error:  # noqa: BLE001
+        hooks.escaped("after_substep", error)
 
 
 _REPLACED = {"mj_step": (mj_step, _hooked_step), "mj_step2": (mj_step2, _hooked_step2)}

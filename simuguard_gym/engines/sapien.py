@@ -130,9 +130,15 @@ class SapienAdapter(BodyTableMixin):
 
         def hooked_step() -> None:
             self._scene_steps += 1
-            hooks.before("start")
+            try:  # a second net around listeners that catch their own errors: the substep runs once
+                hooks.before("start")
+            except Exception as error:  # noqa: BLE001 - never raise into the env
+                hooks.escaped("before_substep(start)", error)
             step(scene)
-            hooks.after()
+            try:
+                hooks.after()
+            except Exception as error:  # noqa: BLE001
+                hooks.escaped("after_substep", error)
 
         scene.step = hooked_step
         self._patched = scene

@@ -60,6 +60,7 @@ class SubstepTap(NativeFillMixin):
         self.max_batch = int(max_batch)
         self.on_error = on_error
         self._active = False
+        self._row = 0  # the next row of the batch (before the first episode too: settle reads it)
         self._counted = 0  # substeps counted in Python (see substep)
         self.drains = 0  # batches handed over so far (either sink)
         self.quiet_drains = 0  # of which to quiet_sink

@@ -113,8 +113,8 @@ class RecordingWriter:
     def abandon(self) -> None:
         """Stop writing; the ``.partial`` file stays as evidence of what was recorded. Never
         raises: closing flushes what Python still buffers, which fails again on a full disk."""
-        if not self._file.closed:
-            try:
+        try:
+            if not self._file.closed:
                 self._file.close()
-            except OSError:
-                pass
+        except Exception:  # noqa: BLE001 - abandoning after a failure; the file may be what failed
+            pass

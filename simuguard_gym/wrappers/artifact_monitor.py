@@ -13,6 +13,7 @@ from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.recording.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, task_bodies, use_task_spec
+from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
@@ -87,31 +88,15 @@ class ArtifactMonitor(gym.Wrapper):
         self._audit = SubstepAudit(self.adapter)
 
     # ------------------------------------------------------------------ gymnasium API
+    # The env's own calls run unguarded (its exceptions are its own); simuguard's parts run under
+    # guarded(): what fails there is in info["simuguard"]["errors"] and ends detection.
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
-        self._finish_episode()
+        guarded(self._on_hook_error, "monitor.reset", self._finish_episode)
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._reported, self.detector = [], 0, None
         self._checked, self._checked_drain = 0, self.tap.drains  # waiting substeps already speed-checked
-        try:
-            self.adapter.refresh()
-            self.tap.start_episode()
-            monitored = self.tap.tracked[[self.adapter.body_table().roles[i] == "object" for i in self.tap.tracked]]
-            self._speed_bound = self.adapter.speed_bound(monitored)
-            deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
-            # A quarter of the tap left for the step that reaches the deferral: a tap that fills
-            # up drains in full by itself, and quiet batches would never be decoded as such.
-            self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
-            self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
-            self.detector = ArtifactDetector(
-                self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
-                gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
-                pieces=CollisionPieces.of_scene(self.adapter), stage=self.adapter.stage_box(),
-                task_bodies=task_bodies(self.adapter.task_spec))
-            self._audit.start_episode()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            self._on_hook_error(HookError.capture(0, "monitor.reset", error))
-            self.tap.active = False
+        guarded(self._on_hook_error, "monitor.reset", self._start_episode)
         return obs, with_simuguard(info, **self._fields())
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -119,11 +104,8 @@ class ArtifactMonitor(gym.Wrapper):
         if watching:
             self._audited("before", lambda: self._audit.before_step(self.tap.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if watching and self.tap.active:
-            self._audited("after", self._check_substeps)
-        self._decode_due()
-        if terminated or truncated:
-            self._finish_episode()
+        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(watching, terminated or truncated),
+                substep=self._substep())
         fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             truncated = True
@@ -131,13 +113,43 @@ class ArtifactMonitor(gym.Wrapper):
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
 
     def close(self) -> None:
-        self._finish_episode()
+        guarded(self._on_hook_error, "monitor.close", self._finish_episode)
         super().close()  # an inner RecordPhysics writes its footer (with our events) first
+        guarded(self._on_hook_error, "monitor.close", self._detach)
+
+    def _start_episode(self) -> None:
+        self.adapter.refresh()
+        self.tap.start_episode()
+        monitored = self.tap.tracked[[self.adapter.body_table().roles[i] == "object" for i in self.tap.tracked]]
+        self._speed_bound = self.adapter.speed_bound(monitored)
+        deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
+        # A quarter of the tap left for the step that reaches the deferral: a tap that fills
+        # up drains in full by itself, and quiet batches would never be decoded as such.
+        self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
+        self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
+        self.detector = ArtifactDetector(
+            self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
+            gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
+            pieces=CollisionPieces.of_scene(self.adapter), stage=self.adapter.stage_box(),
+            task_bodies=task_bodies(self.adapter.task_spec))
+        self._audit.start_episode()
+
+    def _after_step(self, watching: bool, ended: bool) -> None:
+        if watching and self.tap.active:
+            self._audited("after", self._check_substeps)
+        self._decode_due()
+        if ended:
+            self._finish_episode()
+
+    def _detach(self) -> None:
         self.adapter.hooks.remove(self.tap)
         if self in self.adapter.hooks.annotators:
             self.adapter.hooks.annotators.remove(self)
         if not self.adapter.hooks.listeners:
             self.adapter.detach()
+
+    def _substep(self) -> int:
+        return guarded(lambda error: None, "monitor.substep", lambda: self.tap.substep, default=0)
 
     # ------------------------------------------------------------------ recordings (RecordPhysics)
     def recording_header(self) -> dict[str, Any]:
@@ -220,11 +232,15 @@ class ArtifactMonitor(gym.Wrapper):
         self._errors.append(error.to_dict())
         logger.warning("simuguard monitor error at substep %d (%s): %s; detection stops for this episode",
                        error.substep, error.where, error.message)
-        self.tap.active = False
         if self.detector is not None:
             self.detector.finished = True
+        self.tap.active = False
 
     def _fields(self) -> dict[str, Any]:
-        artifacts = self.detector.artifacts if self.detector is not None else []
-        return {"artifact": bool(artifacts), "events": [dict(e) for e in artifacts],
-                "flags": self.detector.flags if self.detector is not None else [], "errors": list(self._errors)}
+        def found() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            if self.detector is None:
+                return [], []
+            return [dict(e) for e in self.detector.artifacts], self.detector.flags
+
+        artifacts, flags = guarded(self._on_hook_error, "monitor.step", found, default=([], []))
+        return {"artifact": bool(artifacts), "events": artifacts, "flags": flags, "errors": list(self._errors)}

@@ -15,6 +15,7 @@ from simuguard_gym.replay.interventions import Intervention
 from simuguard_gym.replay.rerun import SWITCHES, rerun
 from simuguard_gym.scoring.report import write_rerun
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
+from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import INFO_KEY, success_from_info, with_simuguard
 from simuguard_gym.wrappers.record_physics import RecordPhysics
 
@@ -78,22 +79,26 @@ class DepenetrationRerun(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if not (terminated or truncated):
             return obs, reward, terminated, truncated, info
-        ours = info.get(INFO_KEY) or {}
+        errors: list[HookError] = []
         recorded = success_from_info(info)
+        fields = guarded(errors.append, "rerun", lambda: self._rerun(info, recorded),
+                         default={"corrected_success": recorded, "rerun": None})
+        if errors:
+            logger.warning("simuguard rerun failed: %s", errors[0].message)
+            fields["errors"] = [e.to_dict() for e in errors]
+        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def _rerun(self, info: dict[str, Any], recorded: bool | None) -> dict[str, Any]:
+        ours = info.get(INFO_KEY) or {}
         fields: dict[str, Any] = {"corrected_success": recorded, "rerun": None}
         if ours.get("artifact") and ours.get("recording"):
-            try:
-                result = rerun(ours["recording"], self.intervention, switch=self.switch, lead=self.lead,
-                               env_fn=self.env_fn or self._rebuild, success_fn=self.success_fn)
-                fields["rerun"] = result.to_dict()
-                if result.verified and result.success is not None:
-                    fields["corrected_success"] = result.success
-                write_rerun(ours["recording"], fields["rerun"])  # for `simuguard report` (replay-corrected scores)
-            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-                record = HookError.capture(0, "rerun", error).to_dict()
-                logger.warning("simuguard rerun failed: %s", record["message"])
-                fields["errors"] = [record]
-        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+            result = rerun(ours["recording"], self.intervention, switch=self.switch, lead=self.lead,
+                           env_fn=self.env_fn or self._rebuild, success_fn=self.success_fn)
+            fields["rerun"] = result.to_dict()
+            if result.verified and result.success is not None:
+                fields["corrected_success"] = result.success
+            write_rerun(ours["recording"], fields["rerun"])  # for `simuguard report` (replay-corrected scores)
+        return fields
 
     def _rebuild(self) -> gym.Env:
         import simuguard_gym.envs  # noqa: F401 - registers the built-in ids

@@ -12,6 +12,7 @@ from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
 from simuguard_gym.identify.fit import identify
 from simuguard_gym.identify.prior import Prior
 from simuguard_gym.identify.result import IdentificationResult
+from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import with_simuguard
 
 logger = logging.getLogger(__name__)
@@ -71,32 +72,42 @@ class ParamIdentify(gym.Wrapper):
         self.result: IdentificationResult | None = None
         self._errors: list[dict[str, Any]] = []
 
+    # The env's own calls run unguarded; simuguard's parts under guarded() (see RecordPhysics).
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors = []
-        try:
-            self.adapter.refresh()
-            self.probe.start_episode()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            self._errors.append(HookError.capture(0, "identify.reset", error).to_dict())
+        guarded(self._record, "identify.reset", self._start_episode)
         return obs, with_simuguard(info, errors=list(self._errors))
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        fields: dict[str, Any] = {}
-        if terminated or truncated:
-            fields["params"] = self._identify()
-        for where, error in self.probe.errors:
-            self._errors.append(HookError.capture(self.probe.samples, where, error).to_dict())
-        self.probe.errors.clear()
+        fields = guarded(self._record, "identify.step", lambda: self._after_step(terminated or truncated), default={})
         return obs, reward, terminated, truncated, with_simuguard(info, errors=list(self._errors), **fields)
 
     def close(self) -> None:
         super().close()
+        guarded(self._record, "identify.close", self._detach)
+
+    def _start_episode(self) -> None:
+        self.adapter.refresh()
+        self.probe.start_episode()
+
+    def _after_step(self, ended: bool) -> dict[str, Any]:
+        fields = {"params": self._identify()} if ended else {}
+        for where, error in self.probe.errors:
+            self._errors.append(HookError.capture(self.probe.samples, where, error).to_dict())
+        self.probe.errors.clear()
+        return fields
+
+    def _detach(self) -> None:
         self.adapter.hooks.remove(self.probe)
         if not self.adapter.hooks.listeners:
             self.adapter.detach()
+
+    def _record(self, error: HookError) -> None:
+        self._errors.append(error.to_dict())
+        logger.warning("ParamIdentify error (%s): %s", error.where, error.message)
 
     def _identify(self) -> dict[str, Any] | None:
         try:

@@ -19,6 +19,7 @@ from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.recording.recorder import PackedChunkSink, SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.task_spec import TaskSpec, use_task_spec
+from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
@@ -97,39 +98,52 @@ class RecordPhysics(gym.Wrapper):
         self._next_name = name
 
     # ------------------------------------------------------------------ gymnasium API
+    # Each public method runs the env's own call unguarded (its exceptions are the env's) and
+    # simuguard's parts under guarded(): what fails there is in info["simuguard"]["errors"].
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
-        self._finish(ended="reset", success=None, terminated=False, truncated=False)
+        guarded(self._on_hook_error, "reset", lambda: self._finish(ended="reset", success=None, terminated=False,
+                                                                   truncated=False))
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
-        try:
-            self._begin(seed, options)
-            self._audit.start_episode()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            self._on_hook_error(HookError.capture(0, "reset", error))
-            self._abandon()
+        if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
+            guarded(self._on_hook_error, "reset", self._abandon)
         return obs, with_simuguard(info, substeps=0, errors=list(self._errors))
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         recording = self._writer is not None
         if recording:
-            self._guarded("substeps", lambda: self._audit.before_step(self.recorder.substep))
+            self._audited("substeps", lambda: self._audit.before_step(self.recorder.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        fields: dict[str, Any] = {}
-        if recording:
-            self._steps += 1
-            self._guarded("substeps", self._check_substeps)
-            self._step_ends.append(self.recorder.substep)
-            fields["substeps"] = self.recorder.substep
-            if terminated or truncated:
-                path = self._finish(ended="terminated" if terminated else "truncated", success=self._success(info),
-                                    terminated=bool(terminated), truncated=bool(truncated))
-                if path is not None:
-                    fields["recording"] = str(path)
-        else:
-            fields["substeps"] = self.recorder.substep if self.recorder.active else 0
+        fields = guarded(self._on_hook_error, "step", lambda: self._after_step(recording, info, terminated, truncated),
+                         default={})
         fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+
+    def close(self) -> None:
+        guarded(self._on_hook_error, "close", lambda: self._finish(ended="close", success=None, terminated=False,
+                                                                   truncated=False))
+        guarded(self._on_hook_error, "close", self._detach)
+        super().close()
+
+    def _after_step(self, recording: bool, info: dict[str, Any], terminated: bool, truncated: bool) -> dict[str, Any]:
+        if not recording:
+            return {"substeps": self.recorder.substep if self.recorder.active else 0}
+        self._steps += 1
+        self._audited("substeps", self._check_substeps)
+        self._step_ends.append(self.recorder.substep)
+        fields: dict[str, Any] = {"substeps": self.recorder.substep}
+        if terminated or truncated:
+            path = self._finish(ended="terminated" if terminated else "truncated", success=self._success(info),
+                                terminated=bool(terminated), truncated=bool(truncated))
+            if path is not None:
+                fields["recording"] = str(path)
+        return fields
+
+    def _detach(self) -> None:
+        self.adapter.hooks.remove(self.recorder)
+        if not self.adapter.hooks.listeners:
+            self.adapter.detach()
 
     def _check_substeps(self) -> None:
         lost = self._audit.after_step(self.recorder.substep)
@@ -139,22 +153,18 @@ class RecordPhysics(gym.Wrapper):
             self._on_recorder_error(HookError(first, "substeps", "LostSubsteps", message))
             self.recorder.finish()  # what was recorded before the hole is written
 
-    def _guarded(self, where: str, call: Any) -> None:
+    def _audited(self, where: str, call: Any) -> None:
+        """A substep audit call; one that fails stops the audit for the episode (its counts
+        could no longer be compared)."""
         try:
             call()
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._audit.stop()
             self._on_hook_error(HookError.capture(self.recorder.substep, where, error))
 
-    def close(self) -> None:
-        self._finish(ended="close", success=None, terminated=False, truncated=False)
-        self.adapter.hooks.remove(self.recorder)
-        if not self.adapter.hooks.listeners:
-            self.adapter.detach()
-        super().close()
-
     # ------------------------------------------------------------------ episode files
     def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        self._audit.start_episode()
         self.adapter.refresh()
         self.recorder.start_episode()
         header = header_for(
@@ -211,7 +221,7 @@ class RecordPhysics(gym.Wrapper):
         if self._writer is not None and not self._writer.closed:
             try:
                 self._writer.write_error(record)
-            except OSError:
+            except Exception:  # noqa: BLE001 - the error is in info anyway; the file may be what failed
                 logger.exception("could not write the error record")
 
     def _success(self, info: dict[str, Any]) -> bool | None:
@@ -231,7 +241,10 @@ class RecordPhysics(gym.Wrapper):
         if self._steps == 0 and ended in ("reset", "close"):
             # An episode reset and never stepped holds nothing to audit: leave no file behind.
             self._abandon()
-            writer.partial_path.unlink(missing_ok=True)
+            try:
+                writer.partial_path.unlink(missing_ok=True)
+            except OSError as error:
+                logger.warning("simuguard: could not remove the empty recording %s: %s", writer.partial_path, error)
             return None
         try:
             self.recorder.finish()
@@ -254,10 +267,13 @@ class RecordPhysics(gym.Wrapper):
         try:
             self.recorder.finish()
         except Exception:  # noqa: BLE001 - abandoning after an error: what is staged is dropped
-            self.recorder.active = False
-        if self._writer is not None:
-            self._writer.abandon()
-            self._writer = None
+            try:
+                self.recorder.active = False
+            except Exception:  # noqa: BLE001
+                logger.exception("simuguard: the recorder could not be stopped")
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abandon()
 
 
 def _writable_directory(directory: str | os.PathLike[str]) -> Path:
