@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from simuguard_gym.engines.base import BodyTable
+from simuguard_gym.physics.bodies import BodyTable
 
 
 @dataclass(frozen=True)
@@ -71,29 +71,3 @@ def task_bodies(spec: "TaskSpec | dict[str, Any] | None") -> tuple[str, ...]:
     if isinstance(spec, TaskSpec):
         return spec.objects + spec.containers
     return tuple(spec.get("objects") or ()) + tuple(spec.get("containers") or ())
-
-
-def use_task_spec(adapter: Any, spec: TaskSpec, *, default: bool = False) -> None:
-    """Give ``adapter`` the roles of ``spec`` now and whenever it rebuilds its body table.
-
-    Every simuguard wrapper of one env shares one adapter, so they share one TaskSpec; a second,
-    different spec is an error rather than a silent override, except over the env's own default
-    (``default=True``, from its ``simuguard_task_spec``). Misnamed bodies fail here, at wrapper
-    construction, not at the first reset.
-    """
-    current = getattr(adapter, "task_spec", None)
-    if current is not None and current != spec and not getattr(adapter, "task_spec_is_default", False):
-        raise ValueError(f"this env already uses {current!r}; its simuguard wrappers must share one TaskSpec "
-                         f"(got {spec!r})")
-    table = adapter.body_table() if current is None else _without_spec(adapter)
-    table = spec.apply(table)
-    adapter.task_spec = spec
-    adapter.task_spec_is_default = default
-    adapter.set_body_table(table)
-
-
-def _without_spec(adapter: Any) -> BodyTable:
-    """The adapter's default roles, before any TaskSpec."""
-    adapter.task_spec = None
-    adapter.set_body_table(adapter._describe_bodies())
-    return adapter.body_table()

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from simuguard_gym.detection import ArtifactDetector, DetectorConfig
-from simuguard_gym.engines.base import BodyTable, ContactPairs, ContactPoints
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 
 DT = 0.002
 G = 9.81

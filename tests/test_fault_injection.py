@@ -6,7 +6,6 @@ cleanly again."""
 from __future__ import annotations
 
 import logging
-import os
 
 import gymnasium as gym
 import numpy as np

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
-from simuguard_gym import ArtifactMonitor, RecordPhysics, load_recording, replay
+from simuguard_gym import RecordPhysics, load_recording, replay
 from simuguard_gym.engines import native
 from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.wrappers.info_key import INFO_KEY

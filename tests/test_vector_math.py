@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simuguard_gym.engines.vector_math import cross, quat_to_mat
+from simuguard_gym.physics.vector_math import cross, quat_to_mat
 
 
 def plain_quat_to_mat(q: np.ndarray) -> np.ndarray:

@@ -20,7 +20,8 @@ import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.false_contact import CollisionPieces, check_contact
-from simuguard_gym.engines.base import BodyTable, ContactPairs, ContactPoints
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 
 _NEVER = np.iinfo(np.int64).min // 4
 
@@ -78,7 +79,7 @@ class ArtifactDetector:
 
     >>> import numpy as np
     >>> from simuguard_gym.detection import ArtifactDetector, DetectorConfig
-    >>> from simuguard_gym.engines.base import BodyTable, ContactPairs
+    >>> from simuguard_gym.physics import BodyTable, ContactPairs
     >>> table = BodyTable(("world", "can"), ("static", "dynamic"), ("scene", "object"), np.array([0, .01]))
     >>> detector = ArtifactDetector(table, np.array([1]), dt=0.002)
     >>> pose, vel = np.zeros((500, 1, 7)), np.zeros((500, 1, 6))

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from simuguard_gym.physics.adapter import HasConvexPieces
+
 #: Pieces further apart than this (m) do not touch, whatever the engine says.
 GAP_TOLERANCE = 1e-4
 
@@ -94,10 +96,10 @@ class CollisionPieces:
     def of_scene(cls, adapter: Any) -> "CollisionPieces | None":
         """The convex pieces of an adapter's scene, for engines that collide convex pieces given
         by vertices (the SAPIEN adapter); None for the others."""
-        pieces = getattr(adapter, "collision_pieces", None)
-        if pieces is None:
+        if not isinstance(adapter, HasConvexPieces):
             return None
-        return cls.from_adapter(pieces(), adapter.piece_bodies, adapter.body_poses(), adapter.body_table().kinds)
+        return cls.from_adapter(adapter.collision_pieces(), adapter.piece_bodies, adapter.body_poses(),
+                                adapter.body_table().kinds)
 
     @classmethod
     def from_adapter(cls, pieces: list[tuple[int, np.ndarray] | None], bodies: np.ndarray, poses: np.ndarray,

@@ -9,7 +9,7 @@ from typing import Any
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
-from simuguard_gym.engines.base import ContactPairs
+from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.task_spec import task_bodies
 

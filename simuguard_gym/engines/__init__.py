@@ -1,5 +1,6 @@
-"""Engine adapters: the only modules that import a simulator."""
+"""Engine adapters: the only modules that import a simulator (the contract they implement is
+simuguard_gym.physics.adapter)."""
 
-from simuguard_gym.engines.base import BodyTable, ContactPairs, PhysicsAdapter, SubstepHooks, adapter_for
+from simuguard_gym.engines.base import adapter_for
 
-__all__ = ["BodyTable", "ContactPairs", "PhysicsAdapter", "SubstepHooks", "adapter_for"]
+__all__ = ["adapter_for"]

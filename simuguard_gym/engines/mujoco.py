@@ -24,13 +24,16 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, ContactPoints, SpeedBound,
-                                       StateComponent, StateRows, SubstepHooks, staged_counts)
-from simuguard_gym.engines.contact_merge import merge_contact_points
+from simuguard_gym.engines.base import BodyTableMixin
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints, staged_counts
+from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
+from simuguard_gym.physics.contacts import merge_contact_points
 from simuguard_gym.engines import mujoco_hooking, mujoco_model
 from simuguard_gym.engines.mujoco_hooking import MujocoLocation
 from simuguard_gym.engines.mujoco_struct import live_fields
-from simuguard_gym.engines.vector_math import cross, quat_to_mat
+from simuguard_gym.physics.vector_math import cross, quat_to_mat
 
 #: mjtState bits of the full integration state, in MuJoCo's own order.
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -67,7 +70,7 @@ def _contact_record() -> tuple[np.dtype, int]:
 
 
 class MujocoAdapter(BodyTableMixin):
-    """The MuJoCo implementation of :class:`~simuguard_gym.engines.base.PhysicsAdapter`.
+    """The MuJoCo implementation of :class:`~simuguard_gym.physics.adapter.PhysicsAdapter`.
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
@@ -576,9 +579,10 @@ class MujocoAdapter(BodyTableMixin):
         see ``SubstepCopy.bind``). False (nothing bound) where the rows are not MuJoCo's memory
         or the contact counters are not located (no contact seen yet): the caller copies in
         Python meanwhile."""
-        sources = getattr(state_rows, "sources", None)
-        if sources is None or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
+        if not isinstance(state_rows, MujocoStateRows) or not rows.flags.c_contiguous \
+                or rows.shape[1:] != (state_rows.row_bytes,):
             return False
+        sources = state_rows.sources
         if self._arena is None and self.data.ncon:
             self._locate_contacts()
         elif self._arena is not None:

@@ -1,4 +1,4 @@
-"""SAPIEN 3 (PhysX 5.3.1 on the CPU) behind the adapter contract of engines/base.py.
+"""SAPIEN 3 (PhysX 5.3.1 on the CPU) behind the adapter contract (simuguard_gym/physics/adapter.py).
 
 The physics substep is ``scene.step()``; the adapter replaces it on the scene instance with a
 call that runs the listeners around it. The between-substep state is, as float64:
@@ -35,10 +35,13 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
-from simuguard_gym.engines.base import (BodyTable, BodyTableMixin, ContactPairs, SpeedBound, StateComponent,
-                                       StateRows, SubstepHooks, staged_counts)
-from simuguard_gym.engines.contact_merge import merge_contact_points
-from simuguard_gym.engines.vector_math import cross
+from simuguard_gym.engines.base import BodyTableMixin
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.contacts import ContactPairs, staged_counts
+from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
+from simuguard_gym.physics.contacts import merge_contact_points
+from simuguard_gym.physics.vector_math import cross
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
 #: with an impulse, they touch.
@@ -53,7 +56,7 @@ _REPAIRED = (Path(sapien.__file__).resolve().parent.parent / "simuguard-physx-re
 
 
 class SapienAdapter(BodyTableMixin):
-    """The SAPIEN/PhysX implementation of :class:`~simuguard_gym.engines.base.PhysicsAdapter`.
+    """The SAPIEN/PhysX implementation of :class:`~simuguard_gym.physics.adapter.PhysicsAdapter`.
 
     >>> import numpy as np, sapien, sapien.physx as physx
     >>> from simuguard_gym.engines.sapien import SapienAdapter

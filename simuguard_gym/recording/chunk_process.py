@@ -34,7 +34,7 @@ from typing import Any, Callable
 import msgpack
 import numpy as np
 
-from simuguard_gym.engines.base import HookError
+from simuguard_gym.physics.hooks import HookError
 
 #: An encode job: msgpack-able fields the recorder defines (slot, index, first, n, ...).
 Job = dict[str, Any]

@@ -52,7 +52,7 @@ VARIABLE_COLUMNS = {
     "snapshot_state": "<f8",  # (snapshots, state size)
 }
 ALL_COLUMNS = {**SUBSTEP_COLUMNS, **VARIABLE_COLUMNS}
-#: The merged-contact columns, one per field of ``engines.base.ContactPairs`` (``contact_<field>``).
+#: The merged-contact columns, one per field of ``physics.contacts.ContactPairs`` (``contact_<field>``).
 CONTACT_COLUMNS = tuple(name for name in VARIABLE_COLUMNS if name.startswith("contact_"))
 
 

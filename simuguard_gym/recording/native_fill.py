@@ -14,7 +14,9 @@ from typing import Any, Callable
 import numpy as np
 
 from simuguard_gym.engines import native
-from simuguard_gym.engines.base import PhysicsAdapter, StateRows, report_failure
+from simuguard_gym.physics.adapter import BindsNativeCopy, PhysicsAdapter
+from simuguard_gym.physics.hooks import report_failure
+from simuguard_gym.physics.state import StateRows
 
 
 class NativeFill:
@@ -78,8 +80,7 @@ class NativeFill:
             return
         self._forward()  # first: nothing is lost if binding fails
         self._before_owners = ()
-        bind = getattr(adapter, "bind_substep_copy", None)
-        if bind is None:
+        if not isinstance(adapter, BindsNativeCopy):
             return
         addresses = None
         if before is not None:
@@ -89,7 +90,8 @@ class NativeFill:
             phase_bytes = np.frombuffer(phases, np.uint8)
             self._before_owners = (before_rows, phases, phase_bytes)
             addresses = (before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split)
-        self.bound = bool(bind(copy, state_rows, rows, row, stage, self._on_full, max_staged, before=addresses))
+        self.bound = bool(adapter.bind_substep_copy(copy, state_rows, rows, row, stage, self._on_full, max_staged,
+                                                    before=addresses))
 
     def _forward(self) -> None:
         """Hand every substep to ``on_full(False)`` (and ``on_before``) until the next :meth:`bind`."""

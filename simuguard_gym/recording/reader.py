@@ -12,7 +12,8 @@ from typing import Any, Iterator
 import msgpack
 import numpy as np
 
-from simuguard_gym.engines.base import BodyTable, StateComponent
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.state import StateComponent
 from simuguard_gym.recording import validate
 from simuguard_gym.recording.format import (
     ALL_COLUMNS,

@@ -1,6 +1,6 @@
 """The per-substep recorder: turns adapter callbacks into chunks of recording columns.
 
-It is a substep listener (see :class:`simuguard_gym.engines.base.SubstepHooks`). Before a substep it
+It is a substep listener (see :class:`simuguard_gym.physics.hooks.SubstepHooks`). Before a substep it
 copies the between-substep state (what the env wrote since the last substep ended: actuation, and
 any write to positions, velocities or the warm start); after it, the state again and the raw
 contacts. The hot path only copies into preallocated rows; everything else runs vectorised once
@@ -24,8 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import (ContactPairs, HookError, PhysicsAdapter, RestorableModel, StateComponent,
-                                       StateRows, report_failure)
+from simuguard_gym.physics.adapter import DecodesInFork, PhysicsAdapter, RestorableModel
+from simuguard_gym.physics.contacts import ContactPairs
+from simuguard_gym.physics.hooks import HookError, report_failure
+from simuguard_gym.physics.state import StateComponent, StateRows
 from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
 from simuguard_gym.recording.format import encode_array
 from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
@@ -284,8 +286,8 @@ class SubstepRecorder(NativeFillMixin):
 
     # ------------------------------------------------------------------ helper process
     def _may_use_helper(self) -> bool:
-        return (self.helper_process and self.contacts and getattr(self.adapter, "decodes_in_fork", False)
-                and helper_processes_available())
+        return (self.helper_process and self.contacts and isinstance(self.adapter, DecodesInFork)
+                and self.adapter.decodes_in_fork and helper_processes_available())
 
     def _shared_slots(self, cap: int) -> list["_Slot"]:
         """Two sets of chunk buffers in shared memory: the hot path fills one while the helper

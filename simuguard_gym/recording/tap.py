@@ -12,7 +12,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, report_failure
+from simuguard_gym.physics.adapter import DecodesQuietBatches, PhysicsAdapter
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
+from simuguard_gym.physics.hooks import HookError, report_failure
 from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
@@ -30,8 +32,8 @@ class SubstepTap(NativeFillMixin):
     ``MAX_STAGED_BYTES`` of contacts are waiting, which bounds memory when one env step runs
     thousands of substeps. ``drain_quiet()`` hands substeps to ``quiet_sink(pose, vel, points)``
     with their contacts as points only (which bodies touch, how deep), for a consumer that knows
-    it will never examine those contacts further; adapters without ``decode_contact_points`` get
-    a full ``drain()`` instead.
+    it will never examine those contacts further; adapters that do not decode quiet batches
+    (:class:`~simuguard_gym.physics.adapter.DecodesQuietBatches`) get a full ``drain()`` instead.
 
     Where the adapter can bind the native copy (``bind_substep_copy``: MuJoCo, with the C
     extension built) the hooks call it directly after each substep: one C call copies the state
@@ -179,20 +181,16 @@ class SubstepTap(NativeFillMixin):
         :class:`ContactPoints`; the last ``keep`` stay waiting, contacts and all, for the next drain."""
         if self.waiting <= keep:
             return
-        decode_points = getattr(self.adapter, "decode_contact_points", None)
-        if self.quiet_sink is None or decode_points is None:
+        adapter = self.adapter
+        if self.quiet_sink is None or not isinstance(adapter, DecodesQuietBatches):
             self.drain()
             return
         self._settle()
         n = self._row
         first = n - keep
-        of_rows = getattr(self.adapter, "body_states_of_rows", None)
         try:
-            if of_rows is not None:
-                pose, vel = of_rows(self._state_rows, self._states[:first], self.tracked)
-            else:
-                pose, vel = self.adapter.body_states(self._state_rows.states(self._states[:first]), self.tracked)
-            points = decode_points(self._stage, first)
+            pose, vel = adapter.body_states_of_rows(self._state_rows, self._states[:first], self.tracked)
+            points = adapter.decode_contact_points(self._stage, first)
             self._states[:keep] = self._states[first:n]  # numpy copies overlaps safely
             self._row = keep
         finally:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from simuguard_gym.physics.adapter import HasLiveSpeeds
 from simuguard_gym.recording.reader import Recording
 from simuguard_gym.replay.replay import replay
 
@@ -49,7 +50,7 @@ class _LinkSpeedProbe:
             self._state = np.empty(sum(c.size for c in a.state_layout()))
         if not len(self._robot):
             return
-        if hasattr(a, "live_speeds"):      # SAPIEN: kinematic links are not in its state vector
+        if isinstance(a, HasLiveSpeeds):      # SAPIEN: kinematic links are not in its state vector
             self.speeds[k] = float(a.live_speeds(self._robot).max())
             return
         a.read_state(self._state)

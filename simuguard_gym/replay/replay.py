@@ -10,7 +10,9 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.engines.base import BodyTable, PhysicsAdapter, RestorableModel, adapter_for
+from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.physics.adapter import PhysicsAdapter, RestorableModel
+from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, decode_array
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.recording.recorder import SubstepRecorder

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from simuguard_gym.detection.offline import detect
-from simuguard_gym.engines.base import PhysicsAdapter
+from simuguard_gym.physics.adapter import PhysicsAdapter
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.recording.recorder import SubstepRecorder
 from simuguard_gym.replay.interventions import Intervention

@@ -10,9 +10,12 @@ import gymnasium as gym
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
-from simuguard_gym.engines.base import ContactPairs, ContactPoints, HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
+from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.tap import SubstepTap
-from simuguard_gym.task_spec import TaskSpec, task_bodies, use_task_spec
+from simuguard_gym.task_spec import TaskSpec, task_bodies
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
@@ -77,7 +80,7 @@ class ArtifactMonitor(gym.Wrapper):
         self.on_artifact = on_artifact
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
-            use_task_spec(self.adapter, task_spec)
+            self.adapter.use_task_spec(task_spec)
         self.tap = SubstepTap(self.adapter, self._feed, on_error=self._on_hook_error, quiet_sink=self._feed_quiet)
         self.adapter.hooks.add(self.tap)
         self.adapter.hooks.annotators.append(self)

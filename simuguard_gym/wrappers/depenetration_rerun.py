@@ -10,7 +10,8 @@ from typing import Any, Callable, SupportsFloat
 
 import gymnasium as gym
 
-from simuguard_gym.engines.base import HookError, adapter_for
+from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.replay.interventions import Intervention
 from simuguard_gym.replay.rerun import SWITCHES, rerun
 from simuguard_gym.scoring.report import write_rerun

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, TypeVar
 
-from simuguard_gym.engines.base import HookError
+from simuguard_gym.physics.hooks import HookError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -8,7 +8,9 @@ from typing import Any, Callable, SupportsFloat
 
 import gymnasium as gym
 
-from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.identify.fit import identify
 from simuguard_gym.identify.prior import Prior
 from simuguard_gym.identify.result import IdentificationResult

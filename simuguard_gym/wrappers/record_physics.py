@@ -14,11 +14,13 @@ import numpy as np
 
 from simuguard_gym import __version__
 from simuguard_gym.detection.false_contact import CollisionPieces
-from simuguard_gym.engines.base import HookError, PhysicsAdapter, adapter_for
+from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.recording.recorder import PackedChunkSink, SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
-from simuguard_gym.task_spec import TaskSpec, use_task_spec
+from simuguard_gym.task_spec import TaskSpec
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
@@ -70,7 +72,7 @@ class RecordPhysics(gym.Wrapper):
         self.store_model = store_model
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
-            use_task_spec(self.adapter, task_spec)
+            self.adapter.use_task_spec(task_spec)
         # Chunks are encoded in a helper process forked at an episode's first or second full chunk
         # (Linux, two CPUs or more, MuJoCo), else in the env's thread.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,

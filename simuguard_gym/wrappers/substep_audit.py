@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simuguard_gym.engines.base import PhysicsAdapter
+from simuguard_gym.physics.adapter import PhysicsAdapter
 
 
 class SubstepAudit:

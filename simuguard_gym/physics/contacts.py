@@ -1,4 +1,6 @@
-"""Merging contact points (or piece pairs) into one row per body pair and substep (numpy only).
+"""Contacts as the recorder, the tap and the detector hand them around (numpy only):
+:class:`ContactPairs` (merged per body pair and substep), :class:`ContactPoints` (touches and
+depths only) and :func:`merge_contact_points`, which every engine's decoder ends with.
 
 Every engine hands its contacts over as flat arrays, one row per contact point or per pair of
 collision pieces; :func:`merge_contact_points` turns them into :class:`ContactPairs` with one
@@ -7,9 +9,76 @@ stable sort, no Python loop per contact.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from simuguard_gym.engines.base import ContactPairs
+
+@dataclass
+class ContactPairs:
+    """Contacts of one or more substeps, merged per body pair (``body_a < body_b``).
+
+    ``force`` is the net contact force that ``body_a`` exerts on ``body_b`` (world frame, N);
+    ``abs_force`` the sum of the point force magnitudes; ``depth`` the deepest penetration (m,
+    positive when the pieces overlap); ``pieces`` the engine's geoms/shapes of the deepest point
+    and ``normal`` its contact normal, pointing from ``pieces[0]`` to ``pieces[1]``.
+    ``speed`` holds the speed (m/s) after the substep of the material point of ``body_a`` and of
+    ``body_b`` at the deepest contact point (0 for static bodies, NaN in pairs without a tracked
+    body): the detector's carrier stage needs how fast a robot link strikes an object, and robot
+    links are not recorded bodies.
+    ``counts[k]`` is the number of pairs of the k-th substep.
+    """
+
+    counts: np.ndarray  # (substeps,) uint32
+    bodies: np.ndarray  # (m, 2) int32
+    depth: np.ndarray  # (m,) float32
+    force: np.ndarray  # (m, 3) float32
+    abs_force: np.ndarray  # (m,) float32
+    points: np.ndarray  # (m,) uint16
+    pieces: np.ndarray  # (m, 2) int32
+    normal: np.ndarray  # (m, 3) float32
+    speed: np.ndarray  # (m, 2) float32
+
+    COLUMNS = ("bodies", "depth", "force", "abs_force", "points", "pieces", "normal", "speed")
+
+    @classmethod
+    def empty(cls, substeps: int) -> "ContactPairs":
+        return cls(counts=np.zeros(substeps, np.uint32), bodies=np.zeros((0, 2), np.int32),
+                   depth=np.zeros(0, np.float32), force=np.zeros((0, 3), np.float32),
+                   abs_force=np.zeros(0, np.float32), points=np.zeros(0, np.uint16),
+                   pieces=np.zeros((0, 2), np.int32), normal=np.zeros((0, 3), np.float32),
+                   speed=np.zeros((0, 2), np.float32))
+
+
+@dataclass
+class ContactPoints:
+    """Which bodies touch and how deep, per contact point: all a detector needs of substeps whose
+    contacts no later event examines (see :meth:`ArtifactDetector.feed_quiet`). Cheaper to decode
+    than :class:`ContactPairs`: no forces, frames, merging or point speeds.
+
+    ``bodies`` (m, 2) int32 hold the two bodies of each point, lower id first; ``depth`` (m,)
+    float32 its penetration (as :class:`ContactPairs`, whose ``depth`` of a pair is the deepest of
+    its points); ``counts[k]`` the number of points of the k-th substep. Points where two robot
+    links touch are left out, as they are from :class:`ContactPairs`.
+    """
+
+    counts: np.ndarray  # (substeps,) int64
+    bodies: np.ndarray  # (m, 2) int32
+    depth: np.ndarray  # (m,) float32
+
+
+def staged_counts(stage: Any, states: np.ndarray) -> np.ndarray | None:
+    """Contact counts of a stage's substeps, checked against the states given for them; None
+    (after clearing the stage) when no contact was staged at all."""
+    counts = np.asarray(stage.counts, dtype=np.int64)
+    if len(states) != len(counts):
+        stage.clear()
+        raise ValueError(f"{len(counts)} substeps staged but {len(states)} states given")
+    if not counts.any():
+        stage.clear()
+        return None
+    return counts
 
 
 def merge_contact_points(substep: np.ndarray, nsub: int, bodies: np.ndarray, pieces: np.ndarray, depth: np.ndarray,

@@ -1,0 +1,199 @@
+"""The contract between simuguard and a physics engine, written as protocols.
+
+An adapter is the only object that knows a simulator. The recorder, the detector and the replay
+speak to it through :class:`PhysicsAdapter`; they never import an engine. What only some engines
+can do is a small protocol of its own, checked with ``isinstance``: :class:`RestorableModel`,
+:class:`DecodesQuietBatches`, :class:`DecodesInFork` and :class:`BindsNativeCopy` (MuJoCo),
+:class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN).
+
+The contract in one paragraph: an adapter calls its listeners around every physics substep:
+``before_substep(phase)`` then ``after_substep()``. The phase is ``"start"`` before a whole
+substep, ``"continue"`` when the adapter guarantees that nothing wrote the state since the
+previous substep ended, and ``"split"`` between the two halves of a substep that the env runs as
+two calls (robosuite's step1/step2, with the controller writing ``ctrl`` in between). It exposes
+the *between-substep state* (every value that the next substep depends on and that code outside
+the physics may write: actuation, applied forces, positions, warm start) as one float64 vector
+with named components, decodes body states from those vectors, stages contacts cheaply and
+merges them later, and can run one substep itself for replay. Everything per substep is a copy;
+decoding runs per batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
+from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
+
+
+@runtime_checkable
+class PhysicsAdapter(Protocol):
+    """What the recorder, detector and replay need from an engine (see module docstring)."""
+
+    engine: str
+    engine_version: str
+    substep_dt: float
+    hooks: SubstepHooks
+    #: Roles by body name applied on top of the defaults whenever the body table is (re)built.
+    task_spec: Any
+
+    def use_task_spec(self, spec: Any, *, default: bool = False) -> None:
+        """Apply a TaskSpec's roles now and on every rebuild of the body table (see
+        ``engines.base.BodyTableMixin``)."""
+
+    @property
+    def gravity(self) -> np.ndarray:
+        """The scene's gravity vector (m/s^2, world frame)."""
+
+    def refresh(self) -> None:
+        """Re-bind to the simulator after an env reset (some envs rebuild it) and re-hook."""
+
+    def detach(self) -> None:
+        """Remove every hook; the env behaves as if the adapter never existed."""
+
+    def body_table(self) -> BodyTable: ...
+
+    def model_fingerprint(self) -> str: ...
+
+    def state_layout(self) -> list[StateComponent]: ...
+
+    def read_state(self, out: np.ndarray) -> None: ...
+
+    def state_rows(self, *, decoding_only: bool = False) -> "StateRows":
+        """How to copy the state per substep into rows of a listener's buffer (cheaper than
+        ``read_state`` where the engine allows), bound to the current scene. ``decoding_only``:
+        the rows may leave out components that :meth:`body_states` and :meth:`decode_chunk`
+        never read (they then read as 0), for a listener that only decodes them."""
+
+    def write_state(self, state: np.ndarray) -> None: ...
+
+    def body_states(self, states: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Poses (n, len(ids), 7) and centre-of-mass velocities (n, len(ids), 6) of bodies ``ids``
+        from the states read after n substeps (vectorised; runs once per chunk, not per substep)."""
+
+    def speed_bound(self, ids: np.ndarray) -> "SpeedBound":
+        """A cheap upper bound of the speeds of bodies ``ids`` from a few state elements; lets the
+        online detector skip quiet substeps."""
+
+    def state_fingerprint(self, state: np.ndarray | bytes) -> int: ...
+
+    def model_bytes(self) -> bytes: ...
+
+    def set_body_table(self, table: BodyTable) -> None:
+        """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
+
+    def new_contact_stage(self, reuse: Any = None) -> Any:
+        """An engine-defined buffer for raw contacts of consecutive substeps; it has ``counts`` (a list,
+        one entry per staged substep), ``nbytes`` and ``clear()``. ``reuse``: a stage from an
+        earlier episode, returned cleared when it is of this engine (its buffers stay allocated)."""
+
+    def capture_contacts(self, stage: Any) -> None:
+        """Stage this substep's contacts; cheap, called after every substep."""
+
+    def decode_contacts(self, stage: Any, states: np.ndarray) -> ContactPairs:
+        """Contacts of the staged substeps, merged per body pair, with the speeds of both bodies
+        decoded from ``states`` (the states after those substeps, one row each); clears the stage.
+        Pairs of two robot links are left out (self-contact of the robot is not audited)."""
+
+    def decode_chunk(self, stage: Any, states: np.ndarray, ids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
+        """``body_states(states, ids)`` and ``decode_contacts(stage, states)`` together (an engine
+        may share work between them)."""
+
+    def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
+        """Run one substep for replay: whole, or split with ``apply_mid()`` between the halves;
+        listeners are called as they were while recording."""
+
+    def success(self) -> bool | None: ...
+
+    def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The world box (lower, upper corner) around the robot and the static scene in the
+        current state: bodies parked far outside it by the benchmark are off stage (the
+        detector's ``offstage_margin``); None where the scene has neither."""
+
+    def engine_substeps(self) -> int:
+        """Substeps the engine ran on the current scene by its own count, whoever made them (a
+        check that every one reached the hooks; only differences between two reads count)."""
+
+    def split_late_components(self) -> frozenset[str]:
+        """State components replayed between the halves of a split substep (the rest: before)."""
+
+
+@runtime_checkable
+class RestorableModel(Protocol):
+    """An adapter whose model an env may change between episodes (MuJoCo: Meta-World moves goal
+    sites and bodies at reset), and which can put a recorded episode's model back for replay."""
+
+    def model_changes(self) -> dict[str, dict[str, np.ndarray]]:
+        """The model arrays that differ from the model as built (or did in an earlier episode):
+        ``{"values": array}``, or ``{"index": flat indices, "values": elements}`` for large ones."""
+
+    def model_digests(self) -> dict[str, int]:
+        """A checksum of every physics-relevant model array, by name."""
+
+    def restore_model(self, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int] | None
+                      ) -> tuple[list[str], list[str]]:
+        """Write a recorded episode's model back: (arrays written, arrays that still differ)."""
+
+
+@runtime_checkable
+class DecodesQuietBatches(Protocol):
+    """An adapter that decodes what a quiet batch needs more cheaply than a full decode (MuJoCo;
+    the monitor's tap decodes in full elsewhere)."""
+
+    def decode_contact_points(self, stage: Any, substeps: int) -> ContactPoints:
+        """The bodies and depth of each contact point of the first ``substeps`` staged
+        substeps, which leave the stage."""
+
+    def body_states_of_rows(self, rows: StateRows, buffer: np.ndarray, ids: np.ndarray
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """``body_states`` of the states in a buffer of rows, bit for bit, without building whole
+        state vectors."""
+
+
+@runtime_checkable
+class DecodesInFork(Protocol):
+    """An adapter whose decoding reads only staged copies, the model's constant arrays and
+    scratch memory of its own: a process forked from this one decodes the same (MuJoCo), so a
+    recorder may encode chunks there."""
+
+    decodes_in_fork: bool
+
+
+@runtime_checkable
+class BindsNativeCopy(Protocol):
+    """An adapter that can point the optional C copy (capture's ``SubstepCopy``) at its memory."""
+
+    def bind_substep_copy(self, copy: Any, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
+                          on_full: Callable[[bool], Any], max_staged: int, *, before: Any = None) -> bool:
+        """Bind ``copy`` to copy each substep into ``rows[row:]`` and onto ``stage``; False where
+        the engine's memory is not located (the listener copies in Python meanwhile)."""
+
+
+@runtime_checkable
+class HasConvexPieces(Protocol):
+    """An engine that collides convex pieces given by vertices (SAPIEN/PhysX): the false-contact
+    check recomputes their true distance."""
+
+    @property
+    def piece_bodies(self) -> np.ndarray:
+        """The body of each collision piece."""
+
+    def collision_pieces(self) -> list[tuple[int, np.ndarray] | None]:
+        """Each collision piece's kind and vertices in its body's frame (None: not a convex piece)."""
+
+    def body_poses(self) -> np.ndarray:
+        """Every body's pose now (n, 7)."""
+
+
+@runtime_checkable
+class HasLiveSpeeds(Protocol):
+    """An engine whose state vector leaves some moving bodies out (SAPIEN's kinematic links):
+    their speeds are read from the engine as it is."""
+
+    def live_speeds(self, ids: np.ndarray) -> np.ndarray:
+        """Centre-of-mass speeds of bodies ``ids`` as the engine holds them now."""

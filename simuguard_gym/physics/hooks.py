@@ -1,0 +1,125 @@
+"""Substep hooks (numpy only): what listens around every physics substep, how an adapter calls
+its listeners, and the record of an error caught inside one (never raised into the env)."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class SubstepListener(Protocol):
+    """Something that wants to run around every physics substep.
+
+    Optional attributes: ``needs_before = False`` (never called before substeps) and
+    ``guards_itself = True`` (its two hook methods catch their own exceptions and hand them to
+    :func:`report_failure`, so they may be called without a guard around them).
+    """
+
+    def before_substep(self, phase: str) -> None: ...
+
+    def after_substep(self) -> None: ...
+
+    def hook_failed(self, where: str, error: BaseException) -> None: ...
+
+
+class SubstepHooks:
+    """Calls listeners around substeps; an exception in a listener never reaches the env.
+
+    The failing listener is told through ``hook_failed`` (it records the error); the physics
+    substep always runs exactly once whatever the listeners do.
+    """
+
+    def __init__(self) -> None:
+        self.listeners: list[SubstepListener] = []
+        #: Wrappers with something to write into every recording of this env (the detector's
+        #: config and events): objects with ``recording_header()`` and ``recording_footer()``
+        #: returning plain dicts. Kept here so that wrappers find each other in either order.
+        self.annotators: list[Any] = []
+        self._sync()
+
+    def add(self, listener: SubstepListener) -> None:
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+        self._sync()
+
+    def remove(self, listener: SubstepListener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+        self._sync()
+
+    def _sync(self) -> None:
+        # On a hot path of a few microseconds per substep even an empty call shows: listeners that
+        # declare ``needs_before = False`` are not called before substeps, and a lone listener that
+        # guards itself is called directly (``before``/``after`` are its own methods; robosuite's
+        # Lift: ~3 us per substep less than through the guarded loops, measured in place).
+        self._before = [x for x in self.listeners if getattr(x, "needs_before", True)]
+        self.before = (self._before[0].before_substep if len(self._before) == 1 and _guards_itself(self._before[0])
+                       else self._guarded_before if self._before else _nothing)
+        self.after = (self.listeners[0].after_substep if len(self.listeners) == 1 and _guards_itself(self.listeners[0])
+                      else self._guarded_after)
+
+    def escaped(self, where: str, error: BaseException) -> None:
+        """An error that got out of a listener called directly: every listener is told (only a
+        lone self-guarding listener is called so); never raises."""
+        for listener in list(self.listeners):
+            report_failure(listener, where, error)
+
+    #: Call the listeners before a substep (``phase``: "start", "split" or "continue"); never raises.
+    before: Callable[[str], None]
+    #: Call the listeners after a substep; never raises.
+    after: Callable[[], None]
+
+    def _guarded_before(self, phase: str) -> None:
+        for listener in self._before:
+            try:
+                listener.before_substep(phase)
+            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+                report_failure(listener, f"before_substep({phase})", error)
+
+    def _guarded_after(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener.after_substep()
+            except Exception as error:  # noqa: BLE001
+                report_failure(listener, "after_substep", error)
+
+
+def report_failure(listener: SubstepListener, where: str, error: BaseException) -> None:
+    """Tell ``listener`` that its hook raised ``error``; never raises (logs if telling fails)."""
+    try:
+        listener.hook_failed(where, error)
+    except Exception:  # noqa: BLE001
+        logger.error("simuguard hook failed and could not record it:\n%s", traceback.format_exc())
+
+
+def _guards_itself(listener: SubstepListener) -> bool:
+    return getattr(listener, "guards_itself", False) is True
+
+
+def _nothing(phase: str) -> None:
+    pass
+
+
+@dataclass
+class HookError:
+    """An exception caught inside a simuguard hook, as recorded (never raised)."""
+
+    substep: int
+    where: str
+    type: str
+    message: str
+    traceback: str = field(repr=False, default="")
+
+    @classmethod
+    def capture(cls, substep: int, where: str, error: BaseException) -> "HookError":
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return cls(substep, where, type(error).__name__, str(error), tb)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"substep": self.substep, "where": self.where, "type": self.type, "message": self.message,
+                "traceback": self.traceback}
