@@ -7,6 +7,6 @@ setup(
         # compiler, no Python headers) the package installs without it and copies in Python.
         # A top-level module: tests run from a checkout, whose simuguard_gym/ (no compiled
         # files) would hide one built into the installed package.
-        Extension("_simuguard_substep_copy", ["simuguard_gym/engines/_substep_copy.c"], optional=True),
+        Extension("_simuguard_substep_copy", ["simuguard_gym/capture/_substep_copy.c"], optional=True),
     ],
 )

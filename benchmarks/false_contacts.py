@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simuguard_gym.engines.physx_repair import repair, run_probe
+from simuguard_gym.physx_repair.repair import repair, run_probe
 
 DEEP = 0.005
 

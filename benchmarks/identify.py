@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from simuguard_gym.engines.mujoco_excitation import SensorNoise, TrueBody, synthesise
-from simuguard_gym.engines.mujoco_identify import Shooting
+from simuguard_gym.identify.simulation.excitation import SensorNoise, TrueBody, synthesise
+from simuguard_gym.identify.simulation.shooting import Shooting
 from simuguard_gym.identify import GeometryPrior, Joint, Problem, Shape, Support, WrenchPoseSeries, identify
 from simuguard_gym.identify.inertia import to_entries
 

@@ -58,7 +58,7 @@ def paired_cost(off: list[float], on: list[float]) -> tuple[float, float, float]
 
 def copies_in_use() -> str:
     """Which per-substep copies the wrappers run (say it with every figure: they differ ~2x on Lift)."""
-    from simuguard_gym.engines import native
+    from simuguard_gym.capture import native
 
     if native.new_substep_copy() is not None:
         return "per-substep copies in C (the extension)"

@@ -20,7 +20,7 @@ import numpy as np
 
 import simuguard_gym.envs  # noqa: F401 - registers simuguard_gym/MujocoScene-v0
 from simuguard_gym import ParamIdentify
-from simuguard_gym.engines.mujoco_excitation import TrueBody, synthesise
+from simuguard_gym.identify.simulation.excitation import TrueBody, synthesise
 from simuguard_gym.envs.pusher_box import PUSHER_BOX_XML, push_policy
 from simuguard_gym.identify import GeometryPrior, Problem, Shape, identify
 from simuguard_gym.identify.inertia import to_entries

@@ -487,7 +487,7 @@ def _progress_bar(total: int, done: int, quiet: bool) -> Any:
 
 
 def _repair_physx(args: argparse.Namespace) -> int:
-    from simuguard_gym.engines.physx_repair import RepairError, repair
+    from simuguard_gym.physx_repair.repair import RepairError, repair
 
     try:
         record = repair(args.out)

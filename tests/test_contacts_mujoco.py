@@ -10,7 +10,7 @@ import pytest
 
 from conftest import CONTACT_SCENE_XML
 from simuguard_gym.engines.mujoco import MujocoAdapter
-from simuguard_gym.recording.recorder import SubstepRecorder
+from simuguard_gym.capture.recorder import SubstepRecorder
 
 
 def reference_pairs(model, data, robot):

@@ -92,7 +92,7 @@ def test_quiet_batches_are_used(tmp_path):
 
 def test_a_tap_full_of_contacts_drains_by_itself_and_detects_the_same(tmp_path, monkeypatch):
     """Staged contacts over MAX_STAGED_BYTES (here: any) end a batch every 64 substeps."""
-    from simuguard_gym.recording import tap as tap_module
+    from simuguard_gym.capture import tap as tap_module
 
     monkeypatch.setattr(tap_module, "MAX_STAGED_BYTES", 0)
     sizes = []

@@ -16,8 +16,10 @@ from simuguard_gym.envs.pusher_box import PUSHER_BOX_XML, push_policy
 from simuguard_gym import ArtifactMonitor, DepenetrationRerun, ParamIdentify, RecordPhysics, load_recording
 from simuguard_gym.detection import detector, false_contact
 from simuguard_gym.engines import mujoco as mujoco_engine
-from simuguard_gym.engines import mujoco_identify, native
-from simuguard_gym.recording import recorder, tap, writer
+from simuguard_gym.capture import native
+from simuguard_gym.identify.simulation import probe as identify_probe
+from simuguard_gym.capture import recorder, tap
+from simuguard_gym.recording import writer
 from simuguard_gym.wrappers import depenetration_rerun, record_physics
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
@@ -102,8 +104,8 @@ POINTS = {
     "detector.finish": _method(detector.ArtifactDetector, "finish"),
     "detector.pieces": _method(false_contact.CollisionPieces, "of_scene"),
     "rerun": _method(depenetration_rerun, "rerun"),
-    "identify.probe": _method(mujoco_identify.BodyWrenchProbe, "after_substep"),
-    "identify.fit": _method(mujoco_identify.BodyWrenchProbe, "series"),
+    "identify.probe": _method(identify_probe.BodyWrenchProbe, "after_substep"),
+    "identify.fit": _method(identify_probe.BodyWrenchProbe, "series"),
 }
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import make_contact_scene, run_random
 from simuguard_gym import RecordPhysics, load_recording, replay
-from simuguard_gym.recording import recorder as recorder_module
-from simuguard_gym.recording.chunk_process import ChunkProcess, SharedArena, helper_processes_available
+from simuguard_gym.capture import recorder as recorder_module
+from simuguard_gym.capture.helper_process import ChunkProcess, SharedArena, helper_processes_available
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
 pytestmark = pytest.mark.skipif(not helper_processes_available(), reason="needs Linux and two CPUs")

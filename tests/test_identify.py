@@ -11,7 +11,7 @@ import pytest
 import simuguard_gym.envs  # noqa: F401 - registers the envs
 from simuguard_gym import ParamIdentify
 from simuguard_gym.cli import main
-from simuguard_gym.engines.mujoco_excitation import SensorNoise, TrueBody, synthesise
+from simuguard_gym.identify.simulation.excitation import SensorNoise, TrueBody, synthesise
 from simuguard_gym.envs.pusher_box import PUSHER_BOX_XML, push_policy
 from simuguard_gym.identify import (GeometryPrior, Joint, Problem, SeriesError, Shape, VlmPrior, identify,
                                     load_csv)

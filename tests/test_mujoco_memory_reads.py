@@ -127,7 +127,7 @@ def test_recordings_from_memory_rows_equal_those_from_state_vectors():
     whether its rows are MuJoCo's memory or plain ``mj_getState`` vectors, also when the env runs
     mj_forward between substeps (it rewrites arrays that the rows span but the state leaves out)."""
     from simuguard_gym.physics.state import StateRows
-    from simuguard_gym.recording.recorder import SubstepRecorder
+    from simuguard_gym.capture.recorder import SubstepRecorder
 
     columns = {}
     for form in ("memory", "vectors"):

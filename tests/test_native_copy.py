@@ -13,10 +13,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from simuguard_gym.engines import native
+from simuguard_gym.capture import native
 from simuguard_gym.engines.mujoco import MujocoAdapter
-from simuguard_gym.recording import tap as tap_module
-from simuguard_gym.recording.tap import SubstepTap
+from simuguard_gym.capture import tap as tap_module
+from simuguard_gym.capture.tap import SubstepTap
 
 needs_native = pytest.mark.skipif(native.SubstepCopy is None, reason="the C extension is not built")
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SubstepProbe, assert_same_states, make_contact_scene, run_random
 from simuguard_gym import RecordPhysics, load_recording, replay
-from simuguard_gym.engines import native
+from simuguard_gym.capture import native
 from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
@@ -230,7 +230,7 @@ def test_a_failing_encode_at_chunk_k_leaves_a_recording_marked_incomplete(path, 
     """The acceptance check of "nothing lost": chunk 2 (substeps 128-191) fails to encode, by
     whichever path chunks are encoded; the env runs on unchanged, the error is in info, and the
     recording keeps chunks 0 and 1, says it is incomplete from substep 128 on, and its replay says so."""
-    from simuguard_gym.recording import chunk_process, recorder
+    from simuguard_gym.capture import helper_process as chunk_process, recorder
 
     if path == "helper process" and not chunk_process.helper_processes_available():
         pytest.skip("helper processes need Linux and two usable CPUs")

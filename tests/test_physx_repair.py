@@ -29,7 +29,7 @@ PLACEMENT = textwrap.dedent("""
     print(json.dumps({"sapien": sapien.__file__, "artifact": info["simuguard"]["artifact"], "success": info["success"]}))
 """)
 
-PROBE = "from simuguard_gym.engines.physx_gjk_probe import main; main()"
+PROBE = "from simuguard_gym.physx_repair.gjk_probe import main; main()"
 
 def run(code, path=None):
     env = dict(os.environ)

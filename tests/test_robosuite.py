@@ -107,7 +107,7 @@ def test_monitor_follows_hard_resets_and_agrees_offline(record_dir):
 def test_native_and_python_copies_record_the_same_bytes(lite, tmp_path, monkeypatch):
     """robosuite's split substeps ("split": the state read between mj_step1 and mj_step2) and
     hard resets, with the per-substep copies in C and in Python: the same files."""
-    from simuguard_gym.engines import native
+    from simuguard_gym.capture import native
 
     if native.SubstepCopy is None:
         pytest.skip("the C extension is not built")

@@ -40,7 +40,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
 
     Example:
         >>> from simuguard_gym.identify import Problem, Shape, identify, GeometryPrior
-        >>> from simuguard_gym.engines.mujoco_excitation import TrueBody, synthesise
+        >>> from simuguard_gym.identify.simulation.excitation import TrueBody, synthesise
         >>> import numpy as np
         >>> problem = Problem(shapes=(Shape("box", (0.1, 0.08, 0.06)),))
         >>> truth = TrueBody(0.5, inertia=np.diag([4.2e-4, 5.7e-4, 6.8e-4]))
@@ -49,7 +49,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
         >>> abs(result["mass"] - 0.5) < 0.02
         True
     """
-    from simuguard_gym.engines.mujoco_identify import Shooting, refine
+    from simuguard_gym.identify.simulation.shooting import Shooting, refine
 
     if prior is None:
         prior = GeometryPrior()
@@ -74,7 +74,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
         se = np.where(identified, baseline.se_resolution, np.nan)
         return IdentificationResult(prior.names, theta, se, identified, warnings, [], 0, 0.0, 0.0, float("nan"),
                                     method, prior.as_dict(), baseline.value)
-    from simuguard_gym.engines.mujoco_identify import GRID_MAX_PARAMETERS
+    from simuguard_gym.identify.simulation.shooting import GRID_MAX_PARAMETERS
 
     starts = (init,) if isinstance(init, str) else tuple(init)
     if identified.sum() <= GRID_MAX_PARAMETERS:

@@ -1,4 +1,4 @@
-"""Recording files: format, streaming writer, reader and the per-substep recorder (numpy only)."""
+"""Recording files: format, streaming writer, reader and structural checks (numpy only)."""
 
 from simuguard_gym.recording.format import (
     CorruptRecordingError,

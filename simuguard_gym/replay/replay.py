@@ -15,7 +15,7 @@ from simuguard_gym.physics.adapter import PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, decode_array
 from simuguard_gym.recording.reader import Recording, load_recording
-from simuguard_gym.recording.recorder import SubstepRecorder
+from simuguard_gym.capture.recorder import SubstepRecorder
 
 # Order in which columns are reported when several diverge at the same substep: the most
 # specific (a named body) first.

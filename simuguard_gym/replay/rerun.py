@@ -20,7 +20,7 @@ import numpy as np
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.physics.adapter import PhysicsAdapter
 from simuguard_gym.recording.reader import Recording, load_recording
-from simuguard_gym.recording.recorder import SubstepRecorder
+from simuguard_gym.capture.recorder import SubstepRecorder
 from simuguard_gym.replay.interventions import Intervention
 from simuguard_gym.replay.replay import Divergence, _ChunkChecker, _drive, make_env, prepare
 

@@ -14,7 +14,7 @@ from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import PhysicsAdapter
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
-from simuguard_gym.recording.tap import SubstepTap
+from simuguard_gym.capture.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, task_bodies
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import with_simuguard

@@ -59,7 +59,7 @@ class ParamIdentify(gym.Wrapper):
         if every not in EVERY:
             raise ValueError(f"every must be one of {EVERY}, got {every!r}")
         from simuguard_gym.engines.mujoco import MujocoAdapter
-        from simuguard_gym.engines.mujoco_identify import BodyWrenchProbe
+        from simuguard_gym.identify.simulation.probe import BodyWrenchProbe
 
         self.adapter = adapter_for(env, adapter)
         if not isinstance(self.adapter, MujocoAdapter):

@@ -18,7 +18,7 @@ from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import PhysicsAdapter
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
-from simuguard_gym.recording.recorder import PackedChunkSink, SubstepRecorder, header_for
+from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.task_spec import TaskSpec
 from simuguard_gym.wrappers.guard import guarded

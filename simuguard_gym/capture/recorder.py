@@ -8,7 +8,7 @@ per chunk (a chunk ends early when its contacts fill the stage): which component
 (the state before a substep against the state after the previous one), the fingerprints, the
 snapshots, the tracked bodies' poses and velocities and the merged contacts. With
 ``helper_process=True`` chunks from an episode's second on are encoded in a forked helper process
-(:mod:`~simuguard_gym.recording.chunk_process`) that reads them from shared memory; else (another
+(:mod:`~simuguard_gym.capture.helper_process`) that reads them from shared memory; else (another
 OS, one CPU, SAPIEN) in the env's thread, at the substep that fills the chunk.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
@@ -27,10 +27,11 @@ import numpy as np
 from simuguard_gym.physics.adapter import DecodesInFork, PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.physics.hooks import HookError, report_failure
-from simuguard_gym.physics.state import StateComponent, StateRows
-from simuguard_gym.recording.chunk_process import ChunkProcess, Job, SharedArena, helper_processes_available
+from simuguard_gym.physics.state import StateRows
+from simuguard_gym.capture.helper_process import ChunkProcess, Job, SharedArena, helper_processes_available
 from simuguard_gym.recording.format import encode_array
-from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
+from simuguard_gym.capture.native import NativeFill, NativeFillMixin
+from simuguard_gym.capture.write_encoder import SPLIT, WHOLE, WriteEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class SubstepRecorder(NativeFillMixin):
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
-    >>> from simuguard_gym.recording.recorder import SubstepRecorder
+    >>> from simuguard_gym.capture.recorder import SubstepRecorder
     >>> model = mujoco.MjModel.from_xml_string(
     ...     '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
     >>> adapter = MujocoAdapter(model, mujoco.MjData(model))
@@ -77,7 +78,7 @@ class SubstepRecorder(NativeFillMixin):
         #: False: no contacts (their capture is most of the cost on contact-rich scenes); a replay
         #: that verifies states through their fingerprints runs faster without them.
         self.contacts = contacts
-        #: Encode chunks in a forked helper process (:mod:`~simuguard_gym.recording.chunk_process`)
+        #: Encode chunks in a forked helper process (:mod:`~simuguard_gym.capture.helper_process`)
         #: where the platform allows it and the adapter ``decodes_in_fork``; chunks then reach
         #: ``packed_sink`` (required) as file records. An episode forks at its first full chunk
         #: where the last episode's length says a fork pays, else at its second (``_fork_pays``):
@@ -98,7 +99,7 @@ class SubstepRecorder(NativeFillMixin):
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
-        # The per-substep copies in C where the extension is built (recording/native_fill.py):
+        # The per-substep copies in C where the extension is built (capture/native.py):
         # the hooks then call the C object's before and after copies directly.
         self._fill = NativeFill(self._native_full, self._native_before, enabled=contacts)
         if self._fill.copy is not None:
@@ -113,7 +114,7 @@ class SubstepRecorder(NativeFillMixin):
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
         self._rows = a.state_rows()
-        self._writes = _WriteEncoder(layout, a.split_late_components(), self._rows)
+        self._writes = WriteEncoder(layout, a.split_late_components(), self._rows)
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
         first = self._rows.allocate(1)
@@ -163,7 +164,7 @@ class SubstepRecorder(NativeFillMixin):
         try:
             row = self._row
             self._read(self._before_rows[row])
-            self._phase[row] = _SPLIT if phase == "split" else _WHOLE
+            self._phase[row] = SPLIT if phase == "split" else WHOLE
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             report_failure(self, f"before_substep({phase})", error)
 
@@ -202,7 +203,7 @@ class SubstepRecorder(NativeFillMixin):
         """Point the native copy at the rows, before-rows, phases and stage as they now are."""
         if self._active:
             self._fill.bind(self.adapter, self._rows, self._states, self._row, self._stage, _STAGE_BYTES,
-                            before=(self._before, self._phase, _WHOLE, _SPLIT))
+                            before=(self._before, self._phase, WHOLE, SPLIT))
         else:
             self._fill.stop()
 
@@ -429,10 +430,10 @@ class _Chunk:
     n: int
     states: np.ndarray  # rows (see StateRows): the state after each substep
     before: np.ndarray  # rows: the state before each substep (where its phase is not 0)
-    phase: np.ndarray  # per substep: 0 nothing written before it, _WHOLE, _SPLIT
+    phase: np.ndarray  # per substep: 0 nothing written before it, WHOLE, SPLIT
     prev: np.ndarray  # the row of the state the substep before the chunk ended with
     stage: Any
-    writes: "_WriteEncoder"
+    writes: WriteEncoder
     rows: StateRows  # what the rows hold
 
 
@@ -447,127 +448,6 @@ class _Slot:
     targets: tuple[list[Any], list[Any]] | None = None  # the per-substep copies' targets in states and before
 
 
-_WHOLE, _SPLIT = 1, 2  # phase codes of a substep whose state was read before it
-
-
-class _WriteEncoder:
-    """Turns the state rows read before substeps into the write columns, one chunk at a time.
-
-    A substep's write is the run of components from the first to the last one that differ from
-    the state the previous substep ended with. Rows are compared word by word as they were
-    copied (no state vectors are built: a component changed if any of its words did) and the
-    stored values are gathered from the rows. Envs write the same components substep after
-    substep (a controller's ctrl): while nothing outside the last stored run changes, that run is
-    stored again (unchanged components inside it replay as no-ops), so the encoding depends on
-    the writes before it and chunks must be encoded in order (they are, in either process).
-    """
-
-    def __init__(self, layout: list[StateComponent], late: frozenset[str], rows: StateRows) -> None:
-        parts = [(i, c) for i, c in enumerate(layout) if c.size > 0]
-        size = sum(c.size for c in layout)
-        self.starts = np.array([c.offset for _, c in parts], dtype=np.int64)
-        self.ends = np.array([c.offset + c.size for _, c in parts], dtype=np.int64)
-        self.rows = rows
-        # Rows are cut into segments of words: each component's own, and the words between two
-        # components (padding, or arrays of MuJoCo's that are not state, such as qacc, which
-        # mj_forward rewrites between substeps), whose changes are no write.
-        ranges = rows.word_ranges([c for _, c in parts])
-        ordered = ranges[np.argsort(ranges[:, 0], kind="stable")]
-        if (ordered[1:, 0] < ordered[:-1, 1]).any():
-            raise ValueError("state components share words of a row")
-        bounds = np.unique(ranges)
-        self.word_starts = bounds[bounds < rows.row_bytes // 8]
-        self.segment = np.searchsorted(self.word_starts, ranges[:, 0])  # each component's segment
-        bit = np.array([1 << i for i, _ in parts], dtype=np.int64)
-        is_late = np.array([c.name in late for _, c in parts], dtype=bool)
-        # Sums over a run of components [f, l] of their bits, and of the bits of late ones.
-        self.bits = np.concatenate([[0], np.cumsum(bit)])
-        self.late_bits = np.concatenate([[0], np.cumsum(bit * is_late)])
-        self.late_element = np.zeros(size, dtype=bool)
-        for (_, c), flag in zip(parts, is_late):
-            self.late_element[c.offset:c.offset + c.size] = flag
-        self.run: tuple[int, int, bool] | None = None  # (first, last component, split) stored last
-        self._columns: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
-
-    def columns(self, before: np.ndarray, after: np.ndarray, prev: np.ndarray, phase: np.ndarray
-                ) -> tuple[np.ndarray, ...]:
-        """``split``, ``start_mask``, ``mid_mask``, ``start_values``, ``mid_values`` of a chunk from
-        its rows before and after each substep and the row the previous substep ended with."""
-        split = (phase == _SPLIT).astype(np.uint8)
-        b, a = before.view(np.uint64), after.view(np.uint64)  # bitwise: NaN == NaN, -0.0 != 0.0
-        differs = np.empty(b.shape, dtype=bool)
-        np.not_equal(b[1:], a[:-1], out=differs[1:])
-        np.not_equal(b[0], prev.view(np.uint64), out=differs[0])
-        differs[phase == 0] = False  # nothing was read before these substeps
-        if len(self.word_starts):
-            changed = np.logical_or.reduceat(differs, self.word_starts, axis=1)[:, self.segment]
-        else:
-            changed = differs[:, :0]
-        n = len(changed)
-        rows = np.flatnonzero(changed.any(axis=1))
-        first = np.full(n, 0, np.int64)
-        last = np.full(n, -1, np.int64)  # an empty run for rows without a write
-        late = np.zeros(n, dtype=bool)
-        if len(rows):
-            c = changed[rows]
-            self._stored_runs(rows, c.argmax(axis=1), c.shape[1] - 1 - c[:, ::-1].argmax(axis=1),
-                              split[rows].astype(bool), first, last, late)
-        start_mask = (self.bits[last + 1] - self.bits[first]).astype(np.uint16)
-        late_mask = np.where(late, self.late_bits[last + 1] - self.late_bits[first], 0).astype(np.uint16)
-        start_mask -= late_mask
-        return (split, start_mask, late_mask) + self._values(before, rows, first, last, late)
-
-    def _values(self, before: np.ndarray, rows: np.ndarray, first: np.ndarray, last: np.ndarray,
-                late: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The stored elements of the written rows, row after row, split into start and mid
-        values; gathered per distinct run (one in the common case), not per element mask."""
-        values = []
-        # One key per run: runs change rarely, so there are few distinct keys (one in the common case).
-        key = (first[rows] * len(self.bits) + last[rows]) * 2 + late[rows]
-        distinct, which = np.unique(key, return_inverse=True)
-        written = before if len(rows) == len(before) else before[rows]
-        for part in (0, 1):  # 0: start values, 1: mid values
-            columns = [self._run_columns(int(k) // 2 // len(self.bits), int(k) // 2 % len(self.bits), int(k) % 2)[part]
-                       for k in distinct]
-            if len(distinct) == 1:
-                values.append(self.rows.gather(written, columns[0]).reshape(-1))
-                continue
-            lengths = np.array([len(c) for c in columns], np.int64)[which] if len(rows) else np.zeros(0, np.int64)
-            out = np.empty(int(lengths.sum()))
-            at = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            for g, cols in enumerate(columns):
-                members = np.flatnonzero(which == g)
-                out[(at[members][:, None] + np.arange(len(cols))).reshape(-1)] = \
-                    self.rows.gather(written[members], cols).reshape(-1)
-            values.append(out)
-        return values[0], values[1]
-
-    def _run_columns(self, first: int, last: int, late: int) -> tuple[np.ndarray, np.ndarray]:
-        """State elements stored for a run: (before the substep, between its halves)."""
-        key = (first, last, late)
-        cached = self._columns.get(key)
-        if cached is None:
-            elements = np.arange(self.starts[first], self.ends[last])
-            mid = self.late_element[elements] & bool(late)
-            cached = self._columns[key] = (elements[~mid], elements[mid])
-        return cached
-
-    def _stored_runs(self, rows: np.ndarray, first_changed: np.ndarray, last_changed: np.ndarray,
-                     split: np.ndarray, first: np.ndarray, last: np.ndarray, late: np.ndarray) -> None:
-        """Fill the stored run of each written row: the previous run while it covers the row's
-        changes (and the row is split alike), else the row's own first..last changed component.
-        One numpy pass per change of run, not a Python step per row."""
-        run, k = self.run, 0
-        while k < len(rows):
-            if run is None:
-                run = (int(first_changed[k]), int(last_changed[k]), bool(split[k]))
-            outside = (first_changed[k:] < run[0]) | (last_changed[k:] > run[1]) | (split[k:] != run[2])
-            end = k + int(outside.argmax()) if outside.any() else len(rows)
-            first[rows[k:end]], last[rows[k:end]], late[rows[k:end]] = run
-            if end < len(rows):
-                run = (int(first_changed[end]), int(last_changed[end]), bool(split[end]))
-            k = end
-        self.run = run
 
 
 # A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on

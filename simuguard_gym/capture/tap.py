@@ -1,6 +1,6 @@
 """SubstepTap: the tracked bodies and contacts of each substep, decoded per batch, no file.
 
-The light sibling of :class:`~simuguard_gym.recording.recorder.SubstepRecorder` for consumers that
+The light sibling of :class:`~simuguard_gym.capture.recorder.SubstepRecorder` for consumers that
 analyse substeps as they happen (the online detector): after each substep it copies the state and
 stages the raw contacts; ``drain()`` decodes everything since the last drain with the same adapter
 calls the recorder uses, so a consumer sees exactly the arrays a recording of the episode holds.
@@ -15,7 +15,7 @@ import numpy as np
 from simuguard_gym.physics.adapter import DecodesQuietBatches, PhysicsAdapter
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError, report_failure
-from simuguard_gym.recording.native_fill import NativeFill, NativeFillMixin
+from simuguard_gym.capture.native import NativeFill, NativeFillMixin
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
 QuietSink = Callable[[np.ndarray, np.ndarray, ContactPoints], None]
@@ -41,7 +41,7 @@ class SubstepTap(NativeFillMixin):
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
-    >>> from simuguard_gym.recording.tap import SubstepTap
+    >>> from simuguard_gym.capture.tap import SubstepTap
     >>> model = mujoco.MjModel.from_xml_string(
     ...     '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
     >>> adapter = MujocoAdapter(model, mujoco.MjData(model))

@@ -19,7 +19,7 @@ from simuguard_gym.identify import pose
 from simuguard_gym.identify.inertia import principal
 from simuguard_gym.identify.problem import Problem
 from simuguard_gym.identify.series import WrenchPoseSeries
-from simuguard_gym.engines.mujoco_identify import _GEOM_TYPES, _geom_size
+from simuguard_gym.identify.simulation.candidate import _GEOM_TYPES, _geom_size
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ distance search from the previous step's result). The poses and vertices are the
 values found by a random search over sweeps of these two pieces (docs/repaired-physx.md).
 
 :func:`probe` runs it and the real overlap (two 2 cm blocks created 5 mm into each other), in
-the SAPIEN this process imported; ``python -m simuguard_gym.engines.physx_gjk_probe`` prints
+the SAPIEN this process imported; ``python -m simuguard_gym.physx_repair.gjk_probe`` prints
 its result as JSON, so a repaired copy can be checked in a subprocess with ``PYTHONPATH``::
 
-    >>> from simuguard_gym.engines.physx_gjk_probe import probe
+    >>> from simuguard_gym.physx_repair.gjk_probe import probe
     >>> result = probe()                                  # doctest: +SKIP
     >>> result["sweep"]["false_contact"], round(result["sweep"]["true_gap"], 4)   # doctest: +SKIP
     (True, 0.006)

@@ -12,7 +12,7 @@ eight bytes) and points the four loads at it. The shared FLT_EPSILON constant an
 package are not touched; anything not recognised exactly is refused.
 
 Before it reports success the copy is verified: the pinned scene of
-:mod:`simuguard_gym.engines.physx_gjk_probe` runs in a subprocess on the installed SAPIEN and on
+:mod:`simuguard_gym.physx_repair.gjk_probe` runs in a subprocess on the installed SAPIEN and on
 the copy; the copy must not report that scene's false contact and must keep a real overlap's
 depth, or the copy is removed and the repair fails.
 
@@ -200,12 +200,12 @@ DEPTH_TOLERANCE = 1e-4
 def run_probe(sapien_copy: str | Path | None = None, args: tuple[str, ...] = (), timeout: float = 300
               ) -> dict[str, Any]:
     """The pinned false-contact scene and the real overlap (or, with ``args``, what else
-    ``python -m simuguard_gym.engines.physx_gjk_probe ARGS`` runs), in a subprocess on the
+    ``python -m simuguard_gym.physx_repair.gjk_probe ARGS`` runs), in a subprocess on the
     installed SAPIEN or (``sapien_copy``) on a repaired copy."""
     package_root = str(Path(__file__).resolve().parents[2])
     paths = ([str(sapien_copy)] if sapien_copy is not None else []) + [package_root, os.environ.get("PYTHONPATH", "")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
-    done = subprocess.run([sys.executable, "-m", "simuguard_gym.engines.physx_gjk_probe", *args], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "simuguard_gym.physx_repair.gjk_probe", *args], capture_output=True,
                           text=True, env=env, timeout=timeout)
     if done.returncode != 0:
         raise RepairError(f"the false-contact probe failed on {sapien_copy or 'the installed SAPIEN'}: "
@@ -233,5 +233,5 @@ def verify(out: str | Path) -> dict[str, Any]:
 
     # On another PhysX 5.3.1 build the stock engine may not show this pinned report; the copy
     # is then still checked, and the record says the contrast was not seen.
-    return {"scene": "simuguard_gym.engines.physx_gjk_probe", "stock": summary(stock), "repaired": summary(repaired),
+    return {"scene": "simuguard_gym.physx_repair.gjk_probe", "stock": summary(stock), "repaired": summary(repaired),
             "stock_shows_false_contact": stock["sweep"]["false_contact"]}

@@ -56,7 +56,7 @@ class SharedArena:
     made sees what the other writes into them, without copies. Pages cost memory only once touched.
 
     >>> import numpy as np
-    >>> from simuguard_gym.recording.chunk_process import SharedArena
+    >>> from simuguard_gym.capture.helper_process import SharedArena
     >>> arena = SharedArena(1 << 20)
     >>> rows = arena.array((4, 16), np.uint8)
     >>> rows.shape, arena.used
@@ -96,7 +96,7 @@ class ChunkProcess:
     after which the helper encodes nothing more, and ``("skipped", index, None)`` for the jobs
     after an error.
 
-    >>> from simuguard_gym.recording.chunk_process import ChunkProcess
+    >>> from simuguard_gym.capture.helper_process import ChunkProcess
     >>> helper = ChunkProcess(lambda job: job["text"].upper().encode())
     >>> helper.submit({"index": 0, "text": "chunk"})
     >>> helper.submit({"index": 1, "text": "another"})

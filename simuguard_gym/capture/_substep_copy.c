@@ -9,7 +9,7 @@
  * It knows nothing of any engine: it copies from addresses it is given (engines/ finds them and
  * checks them against the bindings) into buffers it is given (numpy arrays, kept alive here).
  * Built as an optional extension (setup.py); without it the listeners' Python hooks make the same
- * copies. engines/native.py imports it, recording/native_fill.py binds it to a listener, and
+ * copies. capture/native.py imports it and binds it to a listener, and
  * MujocoAdapter.bind_substep_copy hands it MuJoCo's addresses.
  */
 #define PY_SSIZE_T_CLEAN
@@ -387,7 +387,7 @@ static PyTypeObject SubstepCopyType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_simuguard_substep_copy",
-    .m_doc = "A substep listener's copies in one C call (optional; see simuguard_gym/engines/native.py).",
+    .m_doc = "A substep listener's copies in one C call (optional; see simuguard_gym/capture/native.py).",
     .m_size = -1,
 };
 

@@ -1,19 +1,36 @@
-"""NativeFill: a listener's rows and contact stage filled by the native per-substep copy.
+"""The optional C copy (``_substep_copy.c``, built as the top-level module
+``_simuguard_substep_copy``) and :class:`NativeFill`, a listener's rows and contact stage filled
+by it.
 
-Between two calls into Python the C object (``engines/_substep_copy.c``) copies each substep's
-state into the listener's next row and stages its contacts, the same bytes the listener's
-Python hook would write. The listener keeps its own counts; before it reads or changes its rows
-or its stage it takes the copy's fill back (:meth:`settle`), and once done it points the copy at
-them again (:meth:`bind`).
+Built with the package where a C compiler and Python's headers are present; elsewhere, or with
+``SIMUGUARD_NATIVE=0`` in the environment, listeners copy in Python: the same bytes, slower
+(inside robosuite's step every Python-level operation costs a fraction of a microsecond).
+
+Between two calls into Python the C object copies each substep's state into the listener's next
+row and stages its contacts, the same bytes the listener's Python hook would write. The listener
+keeps its own counts; before it reads or changes its rows or its stage it takes the copy's fill
+back (:meth:`NativeFill.settle`), and once done it points the copy at them again
+(:meth:`NativeFill.bind`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.engines import native
+try:  # a top-level module (see setup.py), compiled from capture/_substep_copy.c
+    from _simuguard_substep_copy import SubstepCopy
+except ImportError:  # not compiled: Python copies
+    SubstepCopy = None
+
+
+def new_substep_copy() -> Any:
+    """A fresh, unbound ``SubstepCopy``, or None where the extension is missing or switched off."""
+    if SubstepCopy is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+        return None
+    return SubstepCopy()
 from simuguard_gym.physics.adapter import BindsNativeCopy, PhysicsAdapter
 from simuguard_gym.physics.hooks import report_failure
 from simuguard_gym.physics.state import StateRows
@@ -32,7 +49,7 @@ class NativeFill:
 
     >>> import mujoco
     >>> from simuguard_gym.engines.mujoco import MujocoAdapter
-    >>> from simuguard_gym.recording.tap import SubstepTap
+    >>> from simuguard_gym.capture.tap import SubstepTap
     >>> model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
     ...     '<body pos="0 0 .09"><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
     >>> data = mujoco.MjData(model); mujoco.mj_forward(model, data)  # a contact to locate
@@ -46,7 +63,7 @@ class NativeFill:
 
     def __init__(self, on_full: Callable[[bool], None], on_before: Callable[[str], None] | None = None, *,
                  enabled: bool = True) -> None:
-        self.copy: Any = native.new_substep_copy() if enabled else None
+        self.copy: Any = new_substep_copy() if enabled else None
         self.bound = False
         self._on_full, self._on_before = on_full, on_before
         self._before_owners: tuple[Any, ...] = ()
