@@ -183,3 +183,26 @@ def test_a_hole_in_mid_episode_keeps_the_substeps_before_it(tmp_path):
     assert rec.substeps == 8 and rec.lost["last_good_substep"] == 7 and rec.footer["env_substeps"] == 20
     result = replay(rec, env_fn=LooksUpStep)
     assert not result.exact and result.substeps == 8 and result.divergence is None
+
+
+class ResetsItself(LooksUpStep):
+    """Resets its MjData in its third step (as MuJoCo itself does to an unstable simulation):
+    MuJoCo's substep count starts again from 0."""
+
+    steps = 0
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        if self.steps == 3:
+            mujoco.mj_resetData(self.model, self.data)
+        return LooksUpStep.step(self, action)
+
+
+def test_an_engine_count_reset_mid_episode_is_no_loss(tmp_path):
+    env = RecordPhysics(ResetsItself(), tmp_path)
+    env.reset(seed=0)
+    steps = [env.step(np.zeros(1)) for _ in range(5)]
+    env.close()
+    assert all(s[-1][INFO_KEY]["errors"] == [] for s in steps)
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 20 and rec.footer["env_substeps"] is None and rec.lost is None  # unknown, not lost

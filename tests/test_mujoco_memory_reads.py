@@ -1,7 +1,7 @@
 """The per-substep reads that go straight to MuJoCo's memory give what the bindings give.
 
 The recorder and the monitor copy the state and the contacts through views on ``mjData``
-(``engines/mujoco_struct.py``, ``MujocoStateRows``) instead of binding calls; these tests run a
+(``engines/mujoco_memory.py``, ``MujocoStateRows``) instead of binding calls; these tests run a
 scene that uses every state component those views must cover and compare, substep by substep,
 with ``mj_getState``, ``data.ncon``/``data.nefc`` and ``data.efc_force``.
 """
@@ -12,8 +12,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from simuguard_gym.engines.mujoco import MujocoAdapter, MujocoContactStage, MujocoStateRows
-from simuguard_gym.engines.mujoco_struct import live_fields
+from simuguard_gym.engines.mujoco import MujocoAdapter
+from simuguard_gym.engines.mujoco_contacts import MujocoContactStage
+from simuguard_gym.engines.mujoco_memory import MujocoStateRows
+from simuguard_gym.engines.mujoco_memory import live_fields
 
 # Free boxes falling onto each other, a hinged paddle with an activation-filtered actuator, a
 # mocap body, a weld toggled on and off (eq_active) and user data: each state component non-empty.

@@ -42,7 +42,10 @@ class SubstepAudit:
         if not self._counting:
             return None
         ran = self.adapter.engine_substeps() - self._engine
-        if ran < 0:  # the engine's count was reset during the step (an env resetting itself): unknown
+        if ran < 0:
+            # The engine's count was reset during the step (an env resetting its data, MuJoCo's
+            # own reset of an unstable simulation): how many substeps ran is unknown from here on.
+            self.stop()
             return None
         self.env_substeps = (self.env_substeps or 0) + ran
         got = seen - self._seen

@@ -1,0 +1,161 @@
+"""The MuJoCo adapter's bodies in motion: poses and centre-of-mass velocities decoded from
+recorded states (free bodies in numpy, bodies on joints by MuJoCo's kinematics on a scratch
+MjData), a cheap bound of their speeds, and the stage box around the robot and the scene."""
+
+from __future__ import annotations
+
+
+import mujoco
+import numpy as np
+
+from simuguard_gym.physics.state import SpeedBound, StateRows
+from simuguard_gym.physics.vector_math import cross, quat_to_mat
+
+_INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+def free_body_motion(q: np.ndarray, v: np.ndarray, ipos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Free bodies' angular velocity, centre-of-mass offset from the frame origin and centre-of-mass
+    velocity (world frame, each (n, b, 3)) from their qpos (n, b, 7), qvel (n, b, 6) and centres
+    of mass in their frames ``ipos`` (b, 3). The one function every decoder of free bodies uses:
+    recorded velocities are compared bit for bit on replay, and einsum's sums (hence the last
+    bits) follow the operands' layout, which is why the layout is fixed here."""
+    n, b = q.shape[:2]
+    rot = quat_to_mat(q[..., 3:7].reshape(-1, 4)).reshape(n, b, 3, 3)
+    omega = np.einsum("nbij,nbj->nbi", rot, v[..., 3:6])  # free-joint angular velocity is local
+    offset = np.einsum("nbij,bj->nbi", rot, ipos)
+    return omega, offset, v[..., :3] + cross(omega, offset)
+
+
+class MujocoKinematics:
+    """Body states from recorded states, mixed into :class:`~simuguard_gym.engines.mujoco.MujocoAdapter`."""
+
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    #: Static geometry larger than this (m, across) does not bound the stage (see stage_box).
+    STAGE_GEOM_SIZE = 4.0
+
+    def body_states(self, states: np.ndarray, ids: np.ndarray, *,
+                    kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Poses (n, len(ids), 7: position, quaternion wxyz of the body frame) and centre-of-mass
+        velocities (n, len(ids), 6: linear, angular, world frame) from integration states (n, S).
+
+        Free bodies are decoded from qpos/qvel with numpy; other bodies (on hinges or slides) run
+        MuJoCo's kinematics on a scratch MjData, never on the env's own data (kept in
+        ``kinematics["all"]`` when a dict is given, for another decode of the same states).
+        """
+        n = len(states)
+        pose = np.zeros((n, len(ids), 7))
+        vel = np.zeros((n, len(ids), 6))
+        if n == 0 or len(ids) == 0:
+            return pose, vel
+        m = self.model
+        is_free = self._free_qpos[ids] >= 0
+        cols = np.flatnonzero(is_free)
+        if cols.size:
+            qpos = self._free_qpos[ids[cols]][:, None] + np.arange(7)
+            qvel = self._free_qvel[ids[cols]][:, None] + np.arange(6)
+            self._free_body_states(states[:, qpos], states[:, qvel], ids[cols], pose, vel, cols)
+        slow = np.flatnonzero(~is_free)
+        if slow.size:
+            computed = self._kinematics(states)
+            if kinematics is not None:
+                kinematics["all"] = computed
+            _fill_from_kinematics(m, computed, ids[slow], pose, vel, slow)
+        return pose, vel
+
+    def body_states_of_rows(self, rows: "StateRows", buffer: np.ndarray, ids: np.ndarray
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`body_states` of the states held in ``buffer``'s rows (``rows``' form), bit for bit;
+        where every body of ``ids`` is free only their qpos and qvel are gathered from the rows,
+        without building whole state vectors."""
+        free_qpos = self._free_qpos[ids]
+        if not len(ids) or (free_qpos < 0).any():
+            return self.body_states(rows.states(buffer), ids)
+        n, k = len(buffer), len(ids)
+        qpos, qvel = free_qpos[:, None] + np.arange(7), self._free_qvel[ids][:, None] + np.arange(6)
+        words = buffer.view(np.float64)
+        # Indexed exactly as body_states indexes its states: the results' memory layout is the
+        # same, and einsum's sums (hence the last bits) follow the layout.
+        q, v = words[:, rows.words(qpos)], words[:, rows.words(qvel)]
+        pose, vel = np.zeros((n, k, 7)), np.zeros((n, k, 6))
+        self._free_body_states(q, v, ids, pose, vel, np.arange(k))
+        return pose, vel
+
+    def _free_body_states(self, q: np.ndarray, v: np.ndarray, ids: np.ndarray, pose: np.ndarray, vel: np.ndarray,
+                          cols: np.ndarray) -> None:
+        """Fill ``pose``/``vel`` columns ``cols`` with free bodies ``ids`` from their qpos (n, b, 7)
+        and qvel (n, b, 6)."""
+        omega, _, com_velocity = free_body_motion(q, v, self.model.body_ipos[ids])
+        pose[:, cols] = q
+        vel[:, cols, :3] = com_velocity
+        vel[:, cols, 3:] = omega
+
+    def speed_bound(self, ids: np.ndarray) -> SpeedBound:
+        """sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| bounds a free body's centre-of-mass speed
+        (origin velocity v, angular velocity w, centre-of-mass offset c) from its six qvel
+        elements; bodies on other joints need the kinematics (unbounded)."""
+        qvel = self._free_qvel[ids]
+        free = qvel >= 0
+        elements = np.where(free[:, None], qvel[:, None] + np.arange(6), 0).reshape(-1)  # 0: any element
+        arm2 = np.sum(self.model.body_ipos[ids] ** 2, axis=1)
+        weights = np.repeat(2.0 * np.stack([np.ones(len(ids)), arm2], axis=1), 3, axis=1)  # v: 2, w: 2 |c|^2
+        return SpeedBound(elements, weights, None if free.all() else ~free)
+
+    def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Every body's xpos, xquat, cvel, xipos and its subtree's centre of mass, per state."""
+        m = self.model
+        scratch = self._scratch_data()
+        n = len(states)
+        # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
+        xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
+        cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
+        for k in range(n):
+            mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
+            mujoco.mj_kinematics(m, scratch)
+            mujoco.mj_comPos(m, scratch)
+            mujoco.mj_comVel(m, scratch)
+            xpos[k], xquat[k], cvel[k] = scratch.xpos, scratch.xquat, scratch.cvel
+            xipos[k], com[k] = scratch.xipos, scratch.subtree_com
+        return xpos, xquat, cvel, xipos, com
+
+    def _scratch_data(self) -> mujoco.MjData:
+        if getattr(self, "_scratch", None) is None or self._scratch_model is not self.model:
+            self._scratch, self._scratch_model = mujoco.MjData(self.model), self.model
+        return self._scratch
+
+    def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The world box (lower, upper corner) around the robot's bodies and the static collision
+        geometry of at most ``STAGE_GEOM_SIZE`` across (planes, floors and walls left out), in the
+        current state: where the task happens. None for a scene with neither."""
+        m = self.model
+        state = np.empty(self.state_size)
+        self.read_state(state)
+        robot = np.array([r == "robot" for r in self.body_table().roles])
+        scratch = self._scratch_data()
+        mujoco.mj_setState(m, scratch, state, _INTEGRATION)
+        mujoco.mj_kinematics(m, scratch)
+        points = scratch.xpos[robot]
+        geoms = np.flatnonzero((m.body_weldid[m.geom_bodyid] == 0) & (m.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
+                               & ((m.geom_contype | m.geom_conaffinity) != 0))
+        rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
+        center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
+        half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
+        small = (2 * half <= self.STAGE_GEOM_SIZE).all(axis=1)
+        lo = np.concatenate([points, (center - half)[small]])
+        hi = np.concatenate([points, (center + half)[small]])
+        if not len(lo):
+            return None
+        return lo.min(axis=0), hi.max(axis=0)
+
+
+def _fill_from_kinematics(m: mujoco.MjModel, kinematics: tuple[np.ndarray, ...], ids: np.ndarray, pose: np.ndarray,
+                          vel: np.ndarray, cols: np.ndarray) -> None:
+    """Columns ``cols`` of poses and centre-of-mass velocities, for bodies ``ids``, from
+    :meth:`MujocoAdapter._kinematics`."""
+    xpos, xquat, cvel, xipos, com = kinematics
+    omega = cvel[:, ids, :3]
+    pose[:, cols, :3] = xpos[:, ids]
+    pose[:, cols, 3:] = xquat[:, ids]
+    vel[:, cols, :3] = cvel[:, ids, 3:] + cross(omega, xipos[:, ids] - com[:, m.body_rootid[ids]])
+    vel[:, cols, 3:] = omega
