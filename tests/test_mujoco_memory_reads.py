@@ -1,7 +1,7 @@
 """The per-substep reads that go straight to MuJoCo's memory give what the bindings give.
 
 The recorder and the monitor copy the state and the contacts through views on ``mjData``
-(``engines/mujoco_memory.py``, ``MujocoStateRows``) instead of binding calls; these tests run a
+(``engines/mujoco_memory.py``, ``capture.rows.SpanRows``) instead of binding calls; these tests run a
 scene that uses every state component those views must cover and compare, substep by substep,
 with ``mj_getState``, ``data.ncon``/``data.nefc`` and ``data.efc_force``.
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from simuguard_gym.engines.mujoco import MujocoAdapter
-from simuguard_gym.engines.mujoco_contacts import MujocoContactStage
-from simuguard_gym.engines.mujoco_memory import MujocoStateRows
+from simuguard_gym.capture.rows import SpanRows
+from simuguard_gym.capture.stage import RecordStage
 from simuguard_gym.engines.mujoco_memory import live_fields
 
 # Free boxes falling onto each other, a hinged paddle with an activation-filtered actuator, a
@@ -59,7 +59,7 @@ def test_state_rows_gather_exactly_what_mj_getstate_reads():
         if adapter is None:
             adapter = MujocoAdapter(model, data)
             rows = adapter.state_rows()
-            assert isinstance(rows, MujocoStateRows)  # the memory view path, not the fallback
+            assert isinstance(rows, SpanRows)  # the memory view path, not the fallback
             buffer = rows.allocate(200)
             targets = rows.targets(buffer)
             expected = np.empty((200, rows.size))
@@ -98,10 +98,10 @@ def test_decoding_rows_hold_positions_velocities_and_mocap_only_and_decode_the_s
         if adapter is None:
             adapter = MujocoAdapter(model, data)
             full, rows = adapter.state_rows(), adapter.state_rows(decoding_only=True)
-            assert isinstance(rows, MujocoStateRows) and rows.row_bytes < full.row_bytes / 2
+            assert isinstance(rows, SpanRows) and rows.row_bytes < full.row_bytes / 2
             buffers = full.allocate(300), rows.allocate(300)
             targets = full.targets(buffers[0]), rows.targets(buffers[1])
-            stages = MujocoContactStage(), MujocoContactStage()
+            stages = RecordStage(), RecordStage()
         for form, buffer, stage in zip((full, rows), buffers, stages):
             form.copy(form.targets(buffer)[k])
             adapter.capture_contacts(stage)
@@ -142,7 +142,7 @@ def test_recordings_from_memory_rows_equal_those_from_state_vectors():
         recorder = SubstepRecorder(adapter, lambda cols, first, n: chunks.append(cols), chunk_substeps=64)
         adapter.hooks.add(recorder)
         recorder.start_episode()
-        assert isinstance(recorder._rows, MujocoStateRows) == (form == "memory")
+        assert isinstance(recorder._rows, SpanRows) == (form == "memory")
         for k in range(200):  # the writes of run_scene, between substeps the adapter runs
             data.ctrl[0] = np.sin(0.05 * k)
             data.userdata[:] = (k, -k, 0.5 * k)
@@ -179,9 +179,9 @@ def test_contacts_staged_through_memory_equal_those_staged_through_the_bindings(
     for model, data in run_scene(200):
         if adapter is None:
             adapter = MujocoAdapter(model, data)
-            direct, bound = MujocoContactStage(), MujocoContactStage()
+            direct, bound = RecordStage(), RecordStage()
         if data.ncon and adapter._arena is None:
-            adapter.capture_contacts(MujocoContactStage())  # locates the arena and the struct views
+            adapter.capture_contacts(RecordStage())  # locates the arena and the struct views
         assert adapter._counters is not None or not data.ncon
         adapter.capture_contacts(direct)
         counters, adapter._counters = adapter._counters, None  # the bindings' path

@@ -84,6 +84,12 @@ def test_a_scene_without_contacts_at_first_binds_once_it_has_some(monkeypatch):
     assert same_bits(fast, slow)
 
 
+def binding(source, rows, offset):
+    b = native.CopyBinding(version=native.BINDING_VERSION, nspans=1, rows=rows.ctypes.data, row_bytes=40, capacity=2)
+    b.span_src[0], b.span_bytes[0], b.span_offset[0] = source.ctypes.data, 32, offset
+    return bytes(b)
+
+
 @needs_native
 def test_substep_copy_checks_what_it_is_given():
     copy = native.SubstepCopy()
@@ -91,11 +97,13 @@ def test_substep_copy_checks_what_it_is_given():
     source, rows = np.arange(4.0), np.zeros((2, 40), np.uint8)
     calls = []
     with pytest.raises(ValueError, match="outside the row"):
-        copy.bind([(source.ctypes.data, 32, 16)], rows.ctypes.data, 40, 2, calls.append, (source, rows))
+        copy.bind(binding(source, rows, 16), calls.append, (source, rows))
     assert not copy.active
+    with pytest.raises(ValueError, match="capture/native.py and _substep_copy.c disagree"):
+        copy.bind(binding(source, rows, 8)[:-8], calls.append, (source, rows))  # not a whole copy_binding
     with pytest.raises(TypeError, match="no arguments"):
         copy(1)
-    copy.bind([(source.ctypes.data, 32, 8)], rows.ctypes.data, 40, 2, calls.append, (source, rows))
+    copy.bind(binding(source, rows, 8), calls.append, (source, rows))
     copy()
     source += 1
     copy()
@@ -138,3 +146,14 @@ def test_recordings_are_the_same_bytes_with_native_and_python_copies(tmp_path, m
     slow, python_recorder = record_files(make, tmp_path / "python", False, monkeypatch, helper=helper)
     assert recorder.after_substep is recorder._fill.copy and python_recorder._fill.copy is None
     assert len(fast) == 3 and fast == slow
+
+
+@needs_native
+def test_the_binding_is_one_structure_laid_out_alike_in_c_and_python():
+    """The C copy takes one named structure (copy_binding), mirrored by native.CopyBinding: the
+    extension's own layout (offsetof and sizeof of every field) equals the ctypes one."""
+    import _simuguard_substep_copy
+
+    version, size, fields = _simuguard_substep_copy.binding_layout()
+    assert version == native.BINDING_VERSION and (size, fields) == native.layout_of(native.CopyBinding)
+    assert [name for name, _, _ in fields][:4] == ["version", "nspans", "span_src", "span_bytes"]

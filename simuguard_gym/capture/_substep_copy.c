@@ -8,6 +8,9 @@
  *
  * It knows nothing of any engine: it copies from addresses it is given (engines/ finds them and
  * checks them against the bindings) into buffers it is given (numpy arrays, kept alive here).
+ * bind() takes them as one named structure, copy_binding, which capture/native.py mirrors field
+ * by field as a ctypes Structure (CopyBinding); binding_layout() gives this file's offsets and
+ * sizes, which the Python side compares with its own before it binds anything.
  * Built as an optional extension (setup.py); without it the listeners' Python hooks make the same
  * copies. capture/native.py imports it and binds it to a listener, and
  * MujocoAdapter.bind_substep_copy hands it MuJoCo's addresses.
@@ -19,6 +22,40 @@
 #include <string.h>
 
 #define MAX_SPANS 8
+#define BINDING_VERSION 1
+
+/* Where the copies read and write; mirrored by capture/native.py's CopyBinding (every field 8 bytes
+ * wide, so that no padding differs between compilers). Addresses are 0 where unused. */
+typedef struct {
+    uint64_t version;                /* BINDING_VERSION */
+    uint64_t nspans;                 /* spans copied into each row */
+    uint64_t span_src[MAX_SPANS];    /* span i: span_bytes[i] from span_src[i] to span_offset[i] of a row */
+    int64_t span_bytes[MAX_SPANS];
+    int64_t span_offset[MAX_SPANS];
+    uint64_t rows;                   /* capacity rows of row_bytes; the next one to fill: row */
+    int64_t row_bytes;
+    int64_t capacity;
+    int64_t row;
+    uint64_t has_records;            /* 0: no contact records are staged */
+    uint64_t count_src;              /* int32: records of this substep */
+    uint64_t records_src;            /* the records, stride bytes apart */
+    int64_t stride;
+    uint64_t extra_count_src;        /* int32: float64 values staged with them (constraint forces) */
+    uint64_t extra_ptr_src;          /* the address of the pointer to those values */
+    uint64_t records;                /* the stage: records_cap bytes, records_used of them used */
+    int64_t records_cap;
+    int64_t records_used;
+    uint64_t extra;                  /* extra_cap bytes of float64 values, extra_used used */
+    int64_t extra_cap;
+    int64_t extra_used;
+    uint64_t counts;                 /* int64 per row: records staged, */
+    uint64_t extra_counts;           /* and values */
+    int64_t max_staged;              /* bytes staged after which a batch ends (checked every 64 rows) */
+    uint64_t before_rows;            /* rows like `rows` for before(); 0: before() calls on_before */
+    uint64_t phases;                 /* a phase byte per row */
+    uint64_t whole;                  /* the phase byte of a whole substep, */
+    uint64_t split;                  /* and of a split one */
+} copy_binding;
 
 typedef struct {
     PyObject_HEAD
@@ -141,131 +178,89 @@ static PyObject *substep_copy_before(SubstepCopy *self, PyObject *phase) {
     Py_RETURN_NONE;
 }
 
-static int address_of(PyObject *value, void **out, const char *what) {
-    void *p = PyLong_AsVoidPtr(value);
-    if (p == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "%s: a null address", what);
-        return -1;
-    }
-    *out = p;
-    return 0;
-}
-
 PyDoc_STRVAR(bind_doc,
-"bind(spans, rows, row_bytes, capacity, on_full, keep, row=0, records=None, before=None)\n--\n\n"
-"Point the copies at a scene and at buffers, and activate them.\n\n"
-"spans: (source address, bytes, offset in a row) each; rows: address of capacity rows of\n"
-"row_bytes; row: the next row to fill. records: None, or (count address, records address,\n"
-"stride, extra count address, address of the extra pointer, records buffer address, its bytes,\n"
-"bytes used, extra buffer address, its bytes, bytes used, counts address, extra counts\n"
-"address, max staged bytes). before: None, or (before-rows address, phases address, phase byte\n"
-"of a whole substep, of a split one), for before(phase). keep: objects owning that memory,\n"
-"held while bound.");
+"bind(binding, on_full, keep)\n--\n\n"
+"Point the copies at a scene and at buffers, and activate them. binding: the bytes of a\n"
+"copy_binding (capture/native.py's CopyBinding; binding_layout() gives its fields); keep: objects\n"
+"owning that memory, held while bound.");
 
 static PyObject *substep_copy_bind(SubstepCopy *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"spans", "rows", "row_bytes", "capacity", "on_full", "keep", "row", "records",
-                               "before", NULL};
-    PyObject *spans, *rows, *on_full, *keep, *records = Py_None, *before = Py_None;
-    Py_ssize_t row_bytes, capacity, row = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnnOO|nOO:bind", keywords, &spans, &rows, &row_bytes,
-                                     &capacity, &on_full, &keep, &row, &records, &before))
+    static char *keywords[] = {"binding", "on_full", "keep", NULL};
+    Py_buffer view;
+    PyObject *on_full, *keep;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OO:bind", keywords, &view, &on_full, &keep))
         return NULL;
-    /* Every argument is checked before anything is changed: a failed bind leaves the object as it was. */
+    copy_binding b;
+    int size_ok = view.len == (Py_ssize_t)sizeof(copy_binding);
+    if (size_ok)
+        memcpy(&b, view.buf, sizeof(copy_binding));
+    PyBuffer_Release(&view);
+    /* Every field is checked before anything is changed: a failed bind leaves the object as it was. */
+    if (!size_ok || b.version != BINDING_VERSION) {
+        PyErr_Format(PyExc_ValueError, "a copy_binding is %zd bytes, version %d: capture/native.py and "
+                     "_substep_copy.c disagree (rebuild the extension)", sizeof(copy_binding), BINDING_VERSION);
+        return NULL;
+    }
     if (!PyCallable_Check(on_full)) {
         PyErr_SetString(PyExc_TypeError, "on_full must be callable");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence of (address, bytes, offset)");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    if (count > MAX_SPANS || capacity < 1 || row_bytes < 0 || row < 0 || row > capacity) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "at most %d spans, capacity >= 1 and 0 <= row <= capacity", MAX_SPANS);
+    if (b.nspans > MAX_SPANS || b.capacity < 1 || b.row_bytes < 0 || b.row < 0 || b.row > b.capacity || !b.rows) {
+        PyErr_Format(PyExc_ValueError, "at most %d spans, rows, capacity >= 1 and 0 <= row <= capacity", MAX_SPANS);
         return NULL;
     }
-    const char *src[MAX_SPANS];
-    Py_ssize_t nbytes[MAX_SPANS], offset[MAX_SPANS];
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *address;
-        if (!PyArg_ParseTuple(item, "Onn:span", &address, &nbytes[i], &offset[i])
-            || address_of(address, (void **)&src[i], "span") < 0) {
-            Py_DECREF(seq);
-            return NULL;
-        }
-        if (nbytes[i] < 0 || offset[i] < 0 || offset[i] + nbytes[i] > row_bytes) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_ValueError, "a span falls outside the row");
+    for (uint64_t i = 0; i < b.nspans; i++) {
+        if (!b.span_src[i] || b.span_bytes[i] < 0 || b.span_offset[i] < 0
+            || b.span_offset[i] + b.span_bytes[i] > b.row_bytes) {
+            PyErr_SetString(PyExc_ValueError, "a span has no source or falls outside the row");
             return NULL;
         }
     }
-    Py_DECREF(seq);
-    void *rows_at = NULL;
-    if (address_of(rows, &rows_at, "rows") < 0)
+    if (b.before_rows && !b.phases) {
+        PyErr_SetString(PyExc_ValueError, "before rows need phases");
         return NULL;
-    void *before_at = NULL, *phases_at = NULL;
-    unsigned char whole = 0, split = 0;
-    if (before != Py_None) {
-        PyObject *b[2];
-        if (!PyArg_ParseTuple(before, "OObb:before", &b[0], &b[1], &whole, &split)
-            || address_of(b[0], &before_at, "before rows") < 0 || address_of(b[1], &phases_at, "phases") < 0)
-            return NULL;
     }
-    int has_records = records != Py_None;
-    PyObject *at[7] = {NULL};
-    Py_ssize_t stride = 0, records_cap = 0, records_used = 0, extra_cap = 0, extra_used = 0, max_staged = 0;
-    void *p[7] = {NULL};
-    if (has_records) {
-        static const char *names[7] = {"count", "records", "extra count", "extra pointer", "records buffer",
-                                       "extra buffer", "counts"};
-        PyObject *extra_counts;
-        void *extra_counts_at = NULL;
-        if (!PyArg_ParseTuple(records, "OOnOOOnnOnnOOn:records", &at[0], &at[1], &stride, &at[2], &at[3], &at[4],
-                              &records_cap, &records_used, &at[5], &extra_cap, &extra_used, &at[6], &extra_counts,
-                              &max_staged))
+    if (b.has_records) {
+        if (!b.count_src || !b.records_src || !b.extra_count_src || !b.extra_ptr_src || !b.records || !b.extra
+            || !b.counts || !b.extra_counts) {
+            PyErr_SetString(PyExc_ValueError, "records: a null address");
             return NULL;
-        for (int i = 0; i < 7; i++)
-            if (address_of(at[i], &p[i], names[i]) < 0)
-                return NULL;
-        if (address_of(extra_counts, &extra_counts_at, "extra counts") < 0)
-            return NULL;
-        if (stride < 1 || records_used < 0 || records_used > records_cap || extra_used < 0 || extra_used > extra_cap
-            || extra_used % (Py_ssize_t)sizeof(double)) {
+        }
+        if (b.stride < 1 || b.records_used < 0 || b.records_used > b.records_cap || b.extra_used < 0
+            || b.extra_used > b.extra_cap || b.extra_used % (int64_t)sizeof(double)) {
             PyErr_SetString(PyExc_ValueError, "records: stride >= 1, 0 <= used <= bytes (forces: whole float64s)");
             return NULL;
         }
-        self->count_src = (const int32_t *)p[0];
-        self->records_src = (const char *)p[1];
-        self->extra_count_src = (const int32_t *)p[2];
-        self->extra_ptr_src = (const char *const *)p[3];
-        self->records = (char *)p[4];
-        self->extra = (char *)p[5];
-        self->counts = (int64_t *)p[6];
-        self->extra_counts = (int64_t *)extra_counts_at;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        self->src[i] = src[i];
-        self->nbytes[i] = nbytes[i];
-        self->offset[i] = offset[i];
+    for (uint64_t i = 0; i < b.nspans; i++) {
+        self->src[i] = (const char *)(uintptr_t)b.span_src[i];
+        self->nbytes[i] = (Py_ssize_t)b.span_bytes[i];
+        self->offset[i] = (Py_ssize_t)b.span_offset[i];
     }
-    self->nspans = (int)count;
-    self->rows = (char *)rows_at;
-    self->row_bytes = row_bytes;
-    self->capacity = capacity;
-    self->row = row;
-    self->has_records = has_records;
-    self->stride = stride;
-    self->records_cap = records_cap;
-    self->records_used = records_used;
-    self->extra_cap = extra_cap;
-    self->extra_used = extra_used;
-    self->max_staged = max_staged;
-    self->before_rows = (char *)before_at;
-    self->phases = (unsigned char *)phases_at;
-    self->whole = whole;
-    self->split = split;
+    self->nspans = (int)b.nspans;
+    self->rows = (char *)(uintptr_t)b.rows;
+    self->row_bytes = (Py_ssize_t)b.row_bytes;
+    self->capacity = (Py_ssize_t)b.capacity;
+    self->row = (Py_ssize_t)b.row;
+    self->has_records = b.has_records != 0;
+    self->count_src = (const int32_t *)(uintptr_t)b.count_src;
+    self->records_src = (const char *)(uintptr_t)b.records_src;
+    self->stride = (Py_ssize_t)b.stride;
+    self->extra_count_src = (const int32_t *)(uintptr_t)b.extra_count_src;
+    self->extra_ptr_src = (const char *const *)(uintptr_t)b.extra_ptr_src;
+    self->records = (char *)(uintptr_t)b.records;
+    self->records_cap = (Py_ssize_t)b.records_cap;
+    self->records_used = (Py_ssize_t)b.records_used;
+    self->extra = (char *)(uintptr_t)b.extra;
+    self->extra_cap = (Py_ssize_t)b.extra_cap;
+    self->extra_used = (Py_ssize_t)b.extra_used;
+    self->counts = (int64_t *)(uintptr_t)b.counts;
+    self->extra_counts = (int64_t *)(uintptr_t)b.extra_counts;
+    self->max_staged = (Py_ssize_t)b.max_staged;
+    self->before_rows = (char *)(uintptr_t)b.before_rows;
+    self->phases = (unsigned char *)(uintptr_t)b.phases;
+    self->whole = (unsigned char)b.whole;
+    self->split = (unsigned char)b.split;
     Py_INCREF(on_full);
     Py_XSETREF(self->on_full, on_full);
     Py_INCREF(keep);
@@ -384,11 +379,46 @@ static PyTypeObject SubstepCopyType = {
     .tp_getset = substep_copy_getset,
 };
 
+#define FIELD(name) {#name, offsetof(copy_binding, name), sizeof(((copy_binding *)0)->name)}
+static const struct { const char *name; size_t offset, size; } binding_fields[] = {
+    FIELD(version), FIELD(nspans), FIELD(span_src), FIELD(span_bytes), FIELD(span_offset), FIELD(rows),
+    FIELD(row_bytes), FIELD(capacity), FIELD(row), FIELD(has_records), FIELD(count_src), FIELD(records_src),
+    FIELD(stride), FIELD(extra_count_src), FIELD(extra_ptr_src), FIELD(records), FIELD(records_cap),
+    FIELD(records_used), FIELD(extra), FIELD(extra_cap), FIELD(extra_used), FIELD(counts), FIELD(extra_counts),
+    FIELD(max_staged), FIELD(before_rows), FIELD(phases), FIELD(whole), FIELD(split),
+};
+
+PyDoc_STRVAR(binding_layout_doc,
+"binding_layout()\n--\n\n(version, size, ((field, offset, size), ...)) of this build's copy_binding.");
+
+static PyObject *binding_layout(PyObject *module, PyObject *unused) {
+    size_t n = sizeof(binding_fields) / sizeof(binding_fields[0]);
+    PyObject *fields = PyTuple_New((Py_ssize_t)n);
+    if (fields == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = Py_BuildValue("(snn)", binding_fields[i].name, (Py_ssize_t)binding_fields[i].offset,
+                                       (Py_ssize_t)binding_fields[i].size);
+        if (item == NULL) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(fields, (Py_ssize_t)i, item);
+    }
+    return Py_BuildValue("(inN)", BINDING_VERSION, (Py_ssize_t)sizeof(copy_binding), fields);
+}
+
+static PyMethodDef module_methods[] = {
+    {"binding_layout", binding_layout, METH_NOARGS, binding_layout_doc},
+    {NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_simuguard_substep_copy",
     .m_doc = "A substep listener's copies in one C call (optional; see simuguard_gym/capture/native.py).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__simuguard_substep_copy(void) {

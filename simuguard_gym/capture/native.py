@@ -15,15 +15,60 @@ back (:meth:`NativeFill.settle`), and once done it points the copy at them again
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
 from typing import Any, Callable
 
 import numpy as np
 
-try:  # a top-level module (see setup.py), compiled from capture/_substep_copy.c
-    from _simuguard_substep_copy import SubstepCopy
-except ImportError:  # not compiled: Python copies
-    SubstepCopy = None
+logger = logging.getLogger(__name__)
+
+MAX_SPANS = 8
+BINDING_VERSION = 1
+
+
+class CopyBinding(ctypes.Structure):
+    """Where the C copy reads and writes: one named structure, mirrored field by field by
+    ``struct copy_binding`` in ``_substep_copy.c`` (every field 8 bytes wide: no padding to
+    differ). At import its layout is compared with the extension's own (``binding_layout()``);
+    where they differ the extension is not used. Addresses are 0 where unused."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint64), ("nspans", ctypes.c_uint64),
+        ("span_src", ctypes.c_uint64 * MAX_SPANS), ("span_bytes", ctypes.c_int64 * MAX_SPANS),
+        ("span_offset", ctypes.c_int64 * MAX_SPANS),
+        ("rows", ctypes.c_uint64), ("row_bytes", ctypes.c_int64), ("capacity", ctypes.c_int64), ("row", ctypes.c_int64),
+        ("has_records", ctypes.c_uint64), ("count_src", ctypes.c_uint64), ("records_src", ctypes.c_uint64),
+        ("stride", ctypes.c_int64), ("extra_count_src", ctypes.c_uint64), ("extra_ptr_src", ctypes.c_uint64),
+        ("records", ctypes.c_uint64), ("records_cap", ctypes.c_int64), ("records_used", ctypes.c_int64),
+        ("extra", ctypes.c_uint64), ("extra_cap", ctypes.c_int64), ("extra_used", ctypes.c_int64),
+        ("counts", ctypes.c_uint64), ("extra_counts", ctypes.c_uint64), ("max_staged", ctypes.c_int64),
+        ("before_rows", ctypes.c_uint64), ("phases", ctypes.c_uint64), ("whole", ctypes.c_uint64),
+        ("split", ctypes.c_uint64),
+    ]
+
+
+def layout_of(structure: type[ctypes.Structure]) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    """(size, ((field, offset, size), ...)) of a ctypes structure: what binding_layout() reports."""
+    return ctypes.sizeof(structure), tuple((name, getattr(structure, name).offset, getattr(structure, name).size)
+                                           for name, _ in structure._fields_)
+
+
+def _load() -> Any:
+    try:  # a top-level module (see setup.py), compiled from capture/_substep_copy.c
+        import _simuguard_substep_copy as extension
+    except ImportError:  # not compiled: Python copies
+        return None
+    version, size, fields = extension.binding_layout()
+    if version != BINDING_VERSION or (size, fields) != layout_of(CopyBinding):
+        logger.warning("simuguard: the compiled substep copy lays out its binding otherwise than "
+                       "capture/native.py (rebuild it: pip install .); copying in Python")
+        return None
+    return extension.SubstepCopy
+
+
+SubstepCopy = _load()
 
 
 def new_substep_copy() -> Any:
@@ -31,7 +76,8 @@ def new_substep_copy() -> Any:
     if SubstepCopy is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
         return None
     return SubstepCopy()
-from simuguard_gym.physics.adapter import BindsNativeCopy, PhysicsAdapter
+from simuguard_gym.capture.rows import SpanRows
+from simuguard_gym.physics.adapter import DeclaresCopySources, PhysicsAdapter
 from simuguard_gym.physics.hooks import report_failure
 from simuguard_gym.physics.state import StateRows
 
@@ -97,18 +143,32 @@ class NativeFill:
             return
         self._forward()  # first: nothing is lost if binding fails
         self._before_owners = ()
-        if not isinstance(adapter, BindsNativeCopy):
+        if not isinstance(adapter, DeclaresCopySources) or not isinstance(state_rows, SpanRows) \
+                or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
             return
-        addresses = None
+        sources = adapter.copy_sources()
+        if sources is None:  # not located yet (no contact seen): Python copies meanwhile
+            return
+        b = CopyBinding(version=BINDING_VERSION, nspans=len(state_rows.sources), rows=rows.ctypes.data,
+                        row_bytes=state_rows.row_bytes, capacity=len(rows), row=row, has_records=1,
+                        count_src=sources.count, records_src=sources.records, stride=sources.stride,
+                        extra_count_src=sources.extra_count, extra_ptr_src=sources.extra_pointer,
+                        max_staged=max_staged)
+        for i, (address, nbytes, offset) in enumerate(state_rows.sources):
+            b.span_src[i], b.span_bytes[i], b.span_offset[i] = address, nbytes, offset
+        (b.records, b.records_cap, b.records_used, b.extra, b.extra_cap, b.extra_used, b.counts,
+         b.extra_counts) = stage.native_target(len(rows), row)
+        owners: tuple[Any, ...] = ()
         if before is not None:
             before_rows, phases, whole, split = before
             if before_rows.shape != rows.shape or not before_rows.flags.c_contiguous or len(phases) < len(rows):
                 return
             phase_bytes = np.frombuffer(phases, np.uint8)
-            self._before_owners = (before_rows, phases, phase_bytes)
-            addresses = (before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split)
-        self.bound = bool(adapter.bind_substep_copy(copy, state_rows, rows, row, stage, self._on_full, max_staged,
-                                                    before=addresses))
+            owners = (before_rows, phases, phase_bytes)
+            b.before_rows, b.phases, b.whole, b.split = before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split
+        copy.bind(bytes(b), self._on_full, (rows, stage, sources.owners, owners))
+        self._before_owners = owners
+        self.bound = True
 
     def _forward(self) -> None:
         """Hand every substep to ``on_full(False)`` (and ``on_before``) until the next :meth:`bind`."""

@@ -35,7 +35,7 @@ class SubstepTap(NativeFillMixin):
     it will never examine those contacts further; adapters that do not decode quiet batches
     (:class:`~simuguard_gym.physics.adapter.DecodesQuietBatches`) get a full ``drain()`` instead.
 
-    Where the adapter can bind the native copy (``bind_substep_copy``: MuJoCo, with the C
+    Where the adapter declares its memory (``copy_sources``: MuJoCo, with the C
     extension built) the hooks call it directly after each substep: one C call copies the state
     and stages the contacts, and Python runs only when a batch is full or the stage must grow.
 

@@ -24,11 +24,12 @@ import numpy as np
 
 from simuguard_gym.engines import mujoco_hooking, mujoco_model
 from simuguard_gym.engines.base import BodyTableMixin
-from simuguard_gym.engines.mujoco_contacts import MujocoContacts, MujocoContactStage, _contact_record
+from simuguard_gym.capture.stage import RecordStage
+from simuguard_gym.engines.mujoco_contacts import MujocoContacts, _contact_record
 from simuguard_gym.engines.mujoco_hooking import MujocoLocation
 from simuguard_gym.engines.mujoco_interventions import MujocoInterventions
 from simuguard_gym.engines.mujoco_kinematics import MujocoKinematics
-from simuguard_gym.engines.mujoco_memory import MujocoStateRows
+from simuguard_gym.engines.mujoco_memory import state_rows_of
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.physics.hooks import SubstepHooks
@@ -291,7 +292,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         (``DECODE_COMPONENTS``; the others read as 0), a sixth of Lift's 2 KB. Timed in place the
         copy costs the same; side by side, rows of Lift's first 256 bytes ran ~1.4 us per substep
         cheaper (robosuite's own step slowed less by what the copies read and write)."""
-        rows = MujocoStateRows.of(self.model, self.data, self._layout,
+        rows = state_rows_of(self.model, self.data, self._layout,
                                   self.DECODE_COMPONENTS if decoding_only else None)
         return rows if rows is not None else StateRows(self.read_state, self.state_size)
 
@@ -310,7 +311,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             return None
         return bool(check())
 
-    def decode_chunk(self, stage: MujocoContactStage, states: np.ndarray, ids: np.ndarray
+    def decode_chunk(self, stage: RecordStage, states: np.ndarray, ids: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
         """:meth:`body_states` of ``ids`` and :meth:`decode_contacts` for the same states, sharing
         one pass of MuJoCo's kinematics between them when both need it (a tracked body on a joint

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Callable
+from typing import Any
 
 import mujoco
 import numpy as np
 
 from simuguard_gym.engines.mujoco_kinematics import _fill_from_kinematics, free_body_motion
-from simuguard_gym.engines.mujoco_memory import MujocoStateRows, live_fields
+from simuguard_gym.capture.stage import RecordStage
+from simuguard_gym.engines.mujoco_memory import live_fields
+from simuguard_gym.physics.adapter import CopySources
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints, merge_contact_points, staged_counts
-from simuguard_gym.physics.state import StateRows
 from simuguard_gym.physics.vector_math import cross, quat_to_mat
 
 #: The fields of mjContact that contact decoding needs (friction: the two tangential coefficients).
@@ -33,15 +34,15 @@ class MujocoContacts:
     model: mujoco.MjModel
     data: mujoco.MjData
 
-    def new_contact_stage(self, reuse: Any = None, *, memory: Any = None) -> "MujocoContactStage":
+    def new_contact_stage(self, reuse: Any = None, *, memory: Any = None) -> RecordStage:
         if memory is not None:
-            return MujocoContactStage(memory)
-        if isinstance(reuse, MujocoContactStage):
+            return RecordStage(memory)
+        if isinstance(reuse, RecordStage):
             reuse.clear()
             return reuse
-        return MujocoContactStage()
+        return RecordStage()
 
-    def capture_contacts(self, stage: "MujocoContactStage") -> None:
+    def capture_contacts(self, stage: RecordStage) -> None:
         """Stage this substep's contacts and constraint forces as raw bytes (two memcpys)."""
         if self._counters is not None:
             # The counters and the force pointer read from mjData itself (see mujoco_memory): no
@@ -90,40 +91,29 @@ class MujocoContacts:
         self._arena = memoryview((ctypes.c_char * size).from_address(base)).cast("B")
         self._counters, self._nefc_at, self._efc_pointer = fields.views() if fields is not None else (None, 0, None)
 
-    def bind_substep_copy(self, copy: Any, state_rows: StateRows, rows: np.ndarray, row: int,
-                          stage: "MujocoContactStage", on_full: Callable[[bool], Any], max_staged: int, *,
-                          before: tuple[int, int, int, int] | None = None) -> bool:
-        """Point a native ``SubstepCopy`` at this scene: each call then copies the substep's state
-        into ``rows[row]`` as ``state_rows.copy`` would, and stages its contacts on ``stage`` as
-        :meth:`capture_contacts` would, the same bytes (``before``: addresses for ``copy.before``,
-        see ``SubstepCopy.bind``). False (nothing bound) where the rows are not MuJoCo's memory
-        or the contact counters are not located (no contact seen yet): the caller copies in
-        Python meanwhile."""
-        if not isinstance(state_rows, MujocoStateRows) or not rows.flags.c_contiguous \
-                or rows.shape[1:] != (state_rows.row_bytes,):
-            return False
-        sources = state_rows.sources
+    def copy_sources(self) -> CopySources | None:
+        """Where a substep's contacts are for the C copy: the contact count and the records at
+        the start of the arena, ``nefc`` and the ``efc_force`` pointer (the same bytes
+        :meth:`capture_contacts` copies). None until MuJoCo's struct layout is located and
+        checked (on the first contact: an empty contact array reports no stride)."""
         if self._arena is None and self.data.ncon:
             self._locate_contacts()
         elif self._arena is not None:
             self._check_contact_location()
         if self._counters is None:
-            return False
+            return None
         counters = np.frombuffer(self._counters, np.int32)
         pointer = np.frombuffer(self._efc_pointer, np.uint64)
-        records = stage.native_target(len(rows), row)
-        copy.bind(sources, rows.ctypes.data, state_rows.row_bytes, len(rows), on_full,
-                  (rows, stage, self._counters, self._efc_pointer, self._arena, self.data), row,
-                  (counters.ctypes.data, self._arena_base, self._contact_stride,
-                   counters.ctypes.data + 4 * self._nefc_at, pointer.ctypes.data, *records, max_staged), before)
-        return True
+        return CopySources(count=counters.ctypes.data, records=self._arena_base, stride=self._contact_stride,
+                           extra_count=counters.ctypes.data + 4 * self._nefc_at, extra_pointer=pointer.ctypes.data,
+                           owners=(self._counters, self._efc_pointer, self._arena, self.data, counters, pointer))
 
     def _check_contact_location(self) -> None:
         """Follow MuJoCo's contact array if it moved (a reallocated arena); nothing is staged yet."""
         if self.data.ncon and self.data.contact.dist.__array_interface__["data"][0] != self._arena_base:
             self._locate_contacts()
 
-    def decode_contacts(self, stage: "MujocoContactStage", states: np.ndarray, *,
+    def decode_contacts(self, stage: RecordStage, states: np.ndarray, *,
                         kinematics: dict[str, tuple[np.ndarray, ...]] | None = None) -> ContactPairs:
         """Merge the staged contacts per body pair within each substep (vectorised), add the two
         bodies' speeds after the substep (decoded from ``states``), then clear the stage."""
@@ -155,7 +145,7 @@ class MujocoContacts:
         self.body_table()  # roles (robot mask) of the current model
         return ~self._robot_mask[bodies].all(axis=1)
 
-    def decode_contact_points(self, stage: "MujocoContactStage", substeps: int) -> ContactPoints:
+    def decode_contact_points(self, stage: RecordStage, substeps: int) -> ContactPoints:
         """The bodies and depth of each contact point of the first ``substeps`` staged substeps,
         which leave the stage (later ones stay staged): a few gathers from the records, where
         :meth:`decode_contacts` runs some hundred numpy calls."""
@@ -255,126 +245,10 @@ def _contact_record() -> tuple[np.dtype, int]:
                      "itemsize": stride}), stride
 
 
-class MujocoContactStage:
-    """Raw contact records and constraint forces of consecutive substeps, awaiting a decode.
-
-    They are copied into buffers that grow by doubling and are kept across decodes and episodes:
-    a substep costs two memcpys and no allocation (a bytes object per substep, joined at decode,
-    costs several times as much on scenes with a few dozen contacts)."""
-
-    def __init__(self, memory: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        # memory: (uint8 buffer for the records, float64 buffer for the forces) to stage into,
-        # e.g. memory shared with a helper process; a stage that outgrows it continues in its own.
-        raw, efc = memory if memory is not None else (np.empty(1 << 16, np.uint8), np.empty(1 << 12))
-        self._given = (raw, efc) if memory is not None else None
-        self._native_counts: tuple[np.ndarray, np.ndarray] | None = None  # see native_target
-        self._use(raw, efc)
-        self.clear()
-
-    def _use(self, raw: np.ndarray, efc: np.ndarray) -> None:
-        self._raw, self._efc = raw, efc
-        self._raw_view = memoryview(raw)
-        self._efc_bytes = memoryview(efc).cast("B")
-
-    def clear(self) -> None:
-        self._raw_used = 0
-        self._efc_used = 0  # bytes
-        self.counts: list[int] = []
-        self.efc_counts: list[int] = []
-
-    def add(self, records: memoryview, efc: memoryview, n: int) -> None:
-        """Stage one substep: the raw records of its ``n`` contacts and its constraint forces (the
-        bytes of ``efc_force``)."""
-        lo, hi = self._raw_used, self._raw_used + len(records)
-        if hi > len(self._raw):
-            self._use(_grown(self._raw[:lo], hi), self._efc)
-        self._raw_view[lo:hi] = records
-        self._raw_used = hi
-        lo, hi = self._efc_used, self._efc_used + len(efc)
-        if hi > len(self._efc_bytes):
-            self._use(self._raw, _grown(self._efc[:lo // 8], hi // 8))
-        self._efc_bytes[lo:hi] = efc
-        self._efc_used = hi
-        self.counts.append(n)
-        self.efc_counts.append(len(efc) >> 3)
-
-    def native_target(self, capacity: int, row: int) -> tuple[int, ...]:
-        """The buffers a native copy stages into, from substep ``row`` (the staged count) on:
-        (records address, bytes, used, forces address, bytes, used, counts address, force
-        counts address); :meth:`settle` takes its fill back."""
-        if row != len(self.counts):
-            raise ValueError(f"{len(self.counts)} substeps staged, the copy would start at {row}")
-        if self._native_counts is None or len(self._native_counts[0]) < capacity:
-            self._native_counts = (np.zeros(capacity, np.int64), np.zeros(capacity, np.int64))
-        counts, efc_counts = self._native_counts
-        counts[:row], efc_counts[:row] = self.counts, self.efc_counts
-        return (self._raw.ctypes.data, len(self._raw), self._raw_used, self._efc.ctypes.data, 8 * len(self._efc),
-                self._efc_used, counts.ctypes.data, efc_counts.ctypes.data)
-
-    def settle(self, row: int, raw_used: int, efc_used: int) -> None:
-        """Take the fill of a native copy bound by :meth:`native_target`: ``row`` substeps staged
-        in all, the buffers used up to the given bytes."""
-        counts, efc_counts = self._native_counts
-        self.counts, self.efc_counts = counts[:row].tolist(), efc_counts[:row].tolist()
-        self._raw_used, self._efc_used = raw_used, efc_used
-
-    def drop_first(self, substeps: int, record_bytes: int) -> None:
-        """Forget the first ``substeps`` staged substeps (their records take ``record_bytes``);
-        the later ones move to the front."""
-        efc_bytes = 8 * sum(self.efc_counts[:substeps])
-        raw_left, efc_left = self._raw_used - record_bytes, self._efc_used - efc_bytes
-        self._raw[:raw_left] = self._raw[record_bytes:self._raw_used]  # numpy copies overlaps safely
-        self._efc[:efc_left >> 3] = self._efc[efc_bytes >> 3:self._efc_used >> 3]
-        self._raw_used, self._efc_used = raw_left, efc_left
-        del self.counts[:substeps], self.efc_counts[:substeps]
-
-    def add_empty(self) -> None:
-        """Stage a substep without contacts."""
-        self.counts.append(0)
-        self.efc_counts.append(0)
-
-    @property
-    def raw(self) -> np.ndarray:
-        return self._raw[:self._raw_used]
-
-    @property
-    def efc(self) -> np.ndarray:
-        return self._efc[:self._efc_used >> 3]
-
-    @property
-    def nbytes(self) -> int:
-        return self._raw_used + self._efc_used
-
-    def handoff(self) -> dict[str, Any]:
-        """What a process sharing this stage's memory needs to :meth:`resume` it there: the fill,
-        and the staged bytes themselves where the stage outgrew the memory it was given."""
-        out: dict[str, Any] = {"raw_used": self._raw_used, "efc_used": self._efc_used,
-                               "counts": self.counts, "efc_counts": self.efc_counts}
-        given = self._given if self._given is not None else (None, None)
-        if self._raw is not given[0]:
-            out["raw"] = self.raw.tobytes()
-        if self._efc is not given[1]:
-            out["efc"] = self.efc.tobytes()
-        return out
-
-    def resume(self, handoff: dict[str, Any]) -> None:
-        """Take the fill of the stage that :meth:`handoff` described (this stage's copy in another
-        process, made before the fill, over the same shared memory)."""
-        if self._given is not None:
-            self._use(*self._given)
-        if "raw" in handoff:
-            self._use(np.frombuffer(handoff["raw"], np.uint8), self._efc)
-        if "efc" in handoff:
-            self._use(self._raw, np.frombuffer(handoff["efc"], np.float64))
-        self._raw_used, self._efc_used = int(handoff["raw_used"]), int(handoff["efc_used"])
-        self.counts, self.efc_counts = list(handoff["counts"]), list(handoff["efc_counts"])
 
 
-def _grown(buffer: np.ndarray, needed: int) -> np.ndarray:
-    """A buffer of at least ``needed`` rows (twice as many as before), its rows copied over."""
-    bigger = np.empty((max(needed, 2 * len(buffer)),) + buffer.shape[1:], buffer.dtype)
-    bigger[:len(buffer)] = buffer
-    return bigger
+
+
 
 
 def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray, pyramidal: bool,

@@ -1,5 +1,5 @@
 """Where MuJoCo keeps what is copied per substep: mjData's time, contact counters and constraint-force
-pointer (read without a call), and the state components as spans of its buffer (:class:`MujocoStateRows`).
+pointer (read without a call), and the state components as spans of its buffer (:func:`state_rows_of`).
 
 Each read through MuJoCo's bindings (``data.ncon``, ``data.efc_force``, ``mj_getState``) is a
 pybind11 call that checks its arguments and builds objects; inside a Python-heavy env step
@@ -32,7 +32,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from simuguard_gym.physics.state import StateComponent, StateRows
+from simuguard_gym.capture.rows import SpanRows
+from simuguard_gym.physics.state import StateComponent
 
 # Size and alignment of the scalar types mjData and its member structs are made of (x86-64 and
 # arm64 Linux, macOS and Windows agree on all of them).
@@ -161,174 +162,80 @@ def live_fields(data: mujoco.MjData) -> LiveFields | None:
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 
 
-class MujocoStateRows(StateRows):
-    """The integration state as MuJoCo keeps it: the 8 bytes of ``data.time`` and the span of
-    ``data``'s buffer that holds every other state component (qpos up to mocap_quat, with
-    MuJoCo's alignment padding between the arrays), copied as bytes per substep; :meth:`states`
-    gathers ``mj_getState``'s vector out of a batch of rows (eq_active: bytes to floats).
+#: MjData attribute of each state component whose name differs from it.
+_ATTRIBUTES = {"warmstart": "qacc_warmstart", "plugin": "plugin_state"}
 
-    Rows of some components only (``of(..., components=...)``) copy one span per group of them
-    that lie side by side (qpos and qvel; the mocap poses) and leave the others out: their
-    elements read as 0 in :meth:`states` and :meth:`gather`.
 
-    Built only when every component is located and one row gathers to exactly ``mj_getState``'s
-    vector; :meth:`of` returns None otherwise.
-    """
-
-    #: MjData attribute of each state component whose name differs from it.
-    _ATTRIBUTES = {"warmstart": "qacc_warmstart", "plugin": "plugin_state"}
-    #: Word of an element (in ``_words``) stored as a byte (eq_active), and of one not copied.
-    _BYTE, _ABSENT = -1, -2
-
-    def __init__(self, time_bytes: memoryview, spans: list[memoryview], floats: np.ndarray,
-                 byte_columns: np.ndarray, bytes_at: np.ndarray) -> None:
-        self.size = len(floats)
-        self._span_bytes = tuple(len(span) for span in spans)
-        self._span_at = np.cumsum([8] + [-(-b // 8) * 8 for b in self._span_bytes]).tolist()
-        self.row_bytes = self._span_at[-1]
-        #: (address, bytes, offset in a row) of what a row copies: for a native SubstepCopy.
-        self.sources = tuple((np.frombuffer(m, np.uint8).ctypes.data, len(m), at)
-                             for m, at in zip([time_bytes, *spans], [0, *self._span_at[:-1]]) if len(m))
-        self._byte_columns, self._bytes_at = byte_columns, bytes_at
-        self._words = floats
-        self._absent = np.flatnonzero(floats == self._ABSENT)
-        # Runs of state elements that sit side by side in a row too: (first element, its row word, length).
-        self._runs: list[tuple[int, int, int]] = []
-        for element, word in enumerate(floats.tolist()):
-            if word < 0:  # a byte element (eq_active), gathered apart, or one not copied
-                continue
-            at, source, length = self._runs[-1] if self._runs else (-2, -2, 0)
-            if element == at + length and word == source + length:
-                self._runs[-1] = (at, source, length + 1)
+def state_rows_of(model: mujoco.MjModel, data: mujoco.MjData, layout: list[StateComponent],
+                  components: frozenset[str] | None = None) -> SpanRows | None:
+    """Rows of MuJoCo's own memory for the integration state (``components``: only those, the
+    rest read as 0): the 8 bytes of ``data.time`` and the span of ``data``'s buffer from qpos up
+    to mocap_quat (one span per group of side-by-side components where some only). None where a
+    component is not where the bindings say, or one row does not gather to exactly
+    ``mj_getState``'s vector."""
+    fields = live_fields(data)
+    if fields is None:
+        return None
+    located = []  # (component, address, dtype) of the components in the buffer
+    for c in layout:
+        if c.size == 0 or c.name == "time" or (components is not None and c.name not in components):
+            continue
+        array = getattr(data, _ATTRIBUTES.get(c.name, c.name), None)
+        if not isinstance(array, np.ndarray) or array.size != c.size or not array.flags.c_contiguous \
+                or array.dtype not in (np.float64, np.uint8, np.bool_):
+            return None
+        located.append((c, array.__array_interface__["data"][0], array.dtype))
+    located.sort(key=lambda x: x[1])
+    size = sum(c.size for c in layout)
+    if components is None:  # every component: one span, MuJoCo's padding and all
+        groups = [located] if located else []
+        start = min((at for _, at, _ in located), default=0)
+        end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
+        if end - start > 4 * 8 * size + 4096:  # scattered: the span would copy mostly other arrays
+            return None
+    else:  # some: a span per group of arrays apart by no more than alignment padding
+        groups = []
+        for item in located:
+            c, at, dtype = item
+            if groups:
+                last_c, last_at, last_dtype = groups[-1][-1]
+                if at - (last_at + last_c.size * last_dtype.itemsize) <= 256:
+                    groups[-1].append(item)
+                    continue
+            groups.append([item])
+        if len(groups) > 2:  # not the decoding components' layout: plain rows serve
+            return None
+    # The float64 word of each state element in a row (time: word 0).
+    floats = np.full(size, SpanRows.ABSENT if components is not None else SpanRows.BYTE, np.int64)
+    for c in layout:
+        if c.name == "time":
+            floats[c.offset:c.offset + c.size] = 0
+    byte_columns, bytes_at, spans = [], [], []
+    row_at = 8
+    for group in groups:
+        start = min(at for _, at, _ in group)
+        end = max(at + c.size * dtype.itemsize for c, at, dtype in group)
+        for c, at, dtype in group:
+            offset = row_at + at - start
+            if dtype == np.float64:
+                if offset % 8:
+                    return None
+                floats[c.offset:c.offset + c.size] = offset // 8 + np.arange(c.size)
             else:
-                self._runs.append((element, word, 1))
-
-        # One closure per span count (of() makes at most two): this runs every substep.
-        if len(spans) == 1:
-            def copy(target: tuple[memoryview, ...], time: memoryview = time_bytes,
-                     span: memoryview = spans[0]) -> None:
-                to_time, to_span = target
-                to_time[:] = time
-                to_span[:] = span
-        else:
-            def copy(target: tuple[memoryview, ...], time: memoryview = time_bytes, first: memoryview = spans[0],
-                     second: memoryview = spans[1]) -> None:
-                to_time, to_first, to_second = target
-                to_time[:] = time
-                to_first[:] = first
-                to_second[:] = second
-
-        self.copy = copy
-
-    @classmethod
-    def of(cls, model: mujoco.MjModel, data: mujoco.MjData, layout: list[StateComponent],
-           components: frozenset[str] | None = None) -> "MujocoStateRows | None":
-        fields = live_fields(data)
-        if fields is None:
-            return None
-        located = []  # (component, address, dtype) of the components in the buffer
-        for c in layout:
-            if c.size == 0 or c.name == "time" or (components is not None and c.name not in components):
-                continue
-            array = getattr(data, cls._ATTRIBUTES.get(c.name, c.name), None)
-            if not isinstance(array, np.ndarray) or array.size != c.size or not array.flags.c_contiguous \
-                    or array.dtype not in (np.float64, np.uint8, np.bool_):
-                return None
-            located.append((c, array.__array_interface__["data"][0], array.dtype))
-        located.sort(key=lambda x: x[1])
-        size = sum(c.size for c in layout)
-        if components is None:  # every component: one span, MuJoCo's padding and all
-            groups = [located] if located else []
-            start = min((at for _, at, _ in located), default=0)
-            end = max((at + c.size * dtype.itemsize for c, at, dtype in located), default=0)
-            if end - start > 4 * 8 * size + 4096:  # scattered: the span would copy mostly other arrays
-                return None
-        else:  # some: a span per group of arrays apart by no more than alignment padding
-            groups = []
-            for item in located:
-                c, at, dtype = item
-                if groups:
-                    last_c, last_at, last_dtype = groups[-1][-1]
-                    if at - (last_at + last_c.size * last_dtype.itemsize) <= 256:
-                        groups[-1].append(item)
-                        continue
-                groups.append([item])
-            if len(groups) > 2:  # not the decoding components' layout: plain rows serve
-                return None
-        # The float64 word of each state element in a row (time: word 0).
-        floats = np.full(size, cls._ABSENT if components is not None else cls._BYTE, np.int64)
-        for c in layout:
-            if c.name == "time":
-                floats[c.offset:c.offset + c.size] = 0
-        byte_columns, bytes_at, spans = [], [], []
-        row_at = 8
-        for group in groups:
-            start = min(at for _, at, _ in group)
-            end = max(at + c.size * dtype.itemsize for c, at, dtype in group)
-            for c, at, dtype in group:
-                offset = row_at + at - start
-                if dtype == np.float64:
-                    if offset % 8:
-                        return None
-                    floats[c.offset:c.offset + c.size] = offset // 8 + np.arange(c.size)
-                else:
-                    floats[c.offset:c.offset + c.size] = cls._BYTE
-                    byte_columns.extend(range(c.offset, c.offset + c.size))
-                    bytes_at.extend(range(offset, offset + c.size))
-            spans.append(memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B"))
-            row_at += -(-(end - start) // 8) * 8
-        if not spans:
-            spans = [memoryview(b"")]
-        rows = cls(fields.time_bytes, spans, floats, np.array(byte_columns, np.int64), np.array(bytes_at, np.int64))
-        # One row must gather to exactly what mj_getState reads (0 where not copied), or the rows are not used.
-        buffer = rows.allocate(1)
-        rows.copy(rows.targets(buffer)[0])
-        expected = np.empty(rows.size)
-        mujoco.mj_getState(model, data, expected, _INTEGRATION)
-        expected[rows._absent] = 0.0
-        if rows.states(buffer).tobytes() != expected.tobytes():
-            return None
-        return rows
-
-    def targets(self, rows: np.ndarray) -> list[tuple[memoryview, ...]]:
-        at, size = self._span_at, self._span_bytes
-        return [(m[:8], *(m[at[i]:at[i] + size[i]] for i in range(len(size)))) for m in map(memoryview, rows)]
-
-    @property
-    def targets_key(self) -> tuple[Any, ...]:
-        return (type(self).__name__, self.row_bytes, self._span_bytes)
-
-    def words(self, elements: np.ndarray) -> np.ndarray:
-        words = self._words[np.asarray(elements, np.int64)]
-        if (words < 0).any():
-            raise ValueError("words() locates copied float state elements only (eq_active is stored as bytes)")
-        return words
-
-    def word_ranges(self, components: list[StateComponent]) -> np.ndarray:
-        if len(self._absent):
-            raise ValueError("word_ranges() needs rows of every component")
-        # The word of each element: its float's, or the word that holds its byte.
-        word = self._words.copy()
-        word[self._byte_columns] = self._bytes_at // 8
-        return np.array([[word[c.offset:c.offset + c.size].min(), word[c.offset:c.offset + c.size].max() + 1]
-                         if c.size else [0, 0] for c in components], np.int64).reshape(-1, 2)
-
-    def gather(self, rows: np.ndarray, elements: np.ndarray) -> np.ndarray:
-        elements = np.asarray(elements, np.int64)
-        words = self._words[elements]
-        out = np.take(rows.view(np.float64), np.maximum(words, 0), axis=1)
-        if (words < 0).any():
-            is_byte = words == self._BYTE
-            if is_byte.any():  # eq_active: bytes to floats, as in states()
-                out[:, is_byte] = rows[:, self._bytes_at[np.searchsorted(self._byte_columns, elements[is_byte])]]
-            out[:, words == self._ABSENT] = 0.0
-        return out
-
-    def states(self, rows: np.ndarray) -> np.ndarray:
-        words = rows.view(np.float64)
-        out = np.empty((len(rows), self.size)) if not len(self._absent) else np.zeros((len(rows), self.size))
-        for at, source, length in self._runs:  # a few whole-column copies, not a gather per element
-            out[:, at:at + length] = words[:, source:source + length]
-        if len(self._byte_columns):
-            out[:, self._byte_columns] = rows[:, self._bytes_at]
-        return out
+                floats[c.offset:c.offset + c.size] = SpanRows.BYTE
+                byte_columns.extend(range(c.offset, c.offset + c.size))
+                bytes_at.extend(range(offset, offset + c.size))
+        spans.append(memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B"))
+        row_at += -(-(end - start) // 8) * 8
+    if not spans:
+        spans = [memoryview(b"")]
+    rows = SpanRows(fields.time_bytes, spans, floats, np.array(byte_columns, np.int64), np.array(bytes_at, np.int64))
+    # One row must gather to exactly what mj_getState reads (0 where not copied), or the rows are not used.
+    buffer = rows.allocate(1)
+    rows.copy(rows.targets(buffer)[0])
+    expected = np.empty(rows.size)
+    mujoco.mj_getState(model, data, expected, _INTEGRATION)
+    expected[rows._absent] = 0.0
+    if rows.states(buffer).tobytes() != expected.tobytes():
+        return None
+    return rows

@@ -3,7 +3,7 @@
 An adapter is the only object that knows a simulator. The recorder, the detector and the replay
 speak to it through :class:`PhysicsAdapter`; they never import an engine. What only some engines
 can do is a small protocol of its own, checked with ``isinstance``: :class:`RestorableModel`,
-:class:`DecodesQuietBatches`, :class:`DecodesInFork` and :class:`BindsNativeCopy` (MuJoCo),
+:class:`DecodesQuietBatches`, :class:`DecodesInFork` and :class:`DeclaresCopySources` (MuJoCo),
 :class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN).
 
 The contract in one paragraph: an adapter calls its listeners around every physics substep:
@@ -20,6 +20,7 @@ decoding runs per batch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
@@ -164,14 +165,28 @@ class DecodesInFork(Protocol):
     decodes_in_fork: bool
 
 
-@runtime_checkable
-class BindsNativeCopy(Protocol):
-    """An adapter that can point the optional C copy (capture's ``SubstepCopy``) at its memory."""
+@dataclass(frozen=True)
+class CopySources:
+    """Where an engine keeps a substep's contacts, for the optional C copy: ``count`` (address of
+    an int32, the records of this substep), ``records`` (their address, ``stride`` bytes apart),
+    ``extra_count`` (an int32: float64 values staged with them, MuJoCo's constraint forces) and
+    ``extra_pointer`` (the address of the pointer to those values); ``owners`` keep the memory."""
 
-    def bind_substep_copy(self, copy: Any, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
-                          on_full: Callable[[bool], Any], max_staged: int, *, before: Any = None) -> bool:
-        """Bind ``copy`` to copy each substep into ``rows[row:]`` and onto ``stage``; False where
-        the engine's memory is not located (the listener copies in Python meanwhile)."""
+    count: int
+    records: int
+    stride: int
+    extra_count: int
+    extra_pointer: int
+    owners: tuple[Any, ...] = field(repr=False, default=())
+
+
+@runtime_checkable
+class DeclaresCopySources(Protocol):
+    """An adapter whose contacts the optional C copy (``capture.native``) stages from memory
+    (MuJoCo); its state rows are then ``capture.rows.SpanRows``, whose spans say where the state is."""
+
+    def copy_sources(self) -> CopySources | None:
+        """Where this substep's contacts are; None where that is not located yet."""
 
 
 @runtime_checkable
