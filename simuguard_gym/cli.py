@@ -306,7 +306,7 @@ def _view(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     try:
-        from simuguard_gym.recording.rrd_export import export_rrd
+        from simuguard_gym.view import export_rrd
         import rerun  # noqa: F401
     except ImportError:
         raise ValueError("simuguard view needs rerun-sdk: pip install 'simuguard-gym[viewer]'") from None
