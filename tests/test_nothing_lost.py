@@ -9,11 +9,15 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import artifact_scenes as scenes
 from conftest import make_contact_scene, run_random
+from simuguard_gym.envs.mujoco_scene import MujocoSceneEnv
 from simuguard_gym import RecordPhysics, load_recording
 from simuguard_gym.cli import main
 from simuguard_gym.recording.format import PARTIAL_SUFFIX
@@ -93,23 +97,46 @@ def test_a_full_disk_never_reaches_the_env_and_leaves_what_fitted(record_dir, mo
         assert rec.lost is not None and rec.header["env"]["id"] == "simuguard_gym/MujocoScene-v0"
 
 
+class EjectedCan(MujocoSceneEnv):
+    """A can created inside the floor and thrown out in every episode (a contact artifact on every
+    MuJoCo version), with a success signal and a scripted policy, for audits."""
+
+    def __init__(self) -> None:
+        super().__init__(scenes.created_inside_floor()[0], frame_skip=scenes.FRAME_SKIP, reset_noise=0.002)
+
+    def expert_action(self) -> np.ndarray:
+        return np.zeros(0, np.float32)
+
+    def _check_success(self) -> bool:  # what a rerun reads (the recorded run reads info)
+        return bool(self.data.qpos[2] < 0.1)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"success": self._check_success()}
+
+
+gym.register("simuguard_test/EjectedCan-v0", entry_point=EjectedCan, max_episode_steps=40)
+
 KILL_IN_THE_RERUN = """
 import os, signal, sys
+sys.path.insert(0, {tests!r})
+import test_nothing_lost  # registers simuguard_test/EjectedCan-v0
 import simuguard_gym.wrappers.depenetration_rerun as wrapper
 from simuguard_gym.cli import main
 wrapper.rerun = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)   # killed in the first rerun
 main(sys.argv[1:])
 """
 
-AUDIT = ["audit", "--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--env-kwargs",
-         '{"pad_kp": 800, "pad_timeconst": 0.02}', "--episodes", "6", "--intervention", "timeconst=0.1", "--quiet"]
+AUDIT = ["audit", "--env", "simuguard_test/EjectedCan-v0", "--episodes", "4", "--intervention", "timeconst=0.1",
+         "--quiet"]
 
 
 def test_an_audit_killed_in_a_rerun_redoes_it_on_resume(tmp_path):
     assert main([*AUDIT, "--out", str(tmp_path / "whole")]) == 0
     whole = json.loads((tmp_path / "whole" / "report.json").read_text())["tasks"]
     assert whole[0]["reruns_verified"] >= 1  # there is a rerun to lose
-    killed = subprocess.run([sys.executable, "-c", KILL_IN_THE_RERUN, *AUDIT, "--out", str(tmp_path / "killed")],
+    script = KILL_IN_THE_RERUN.format(tests=str(Path(__file__).resolve().parent))
+    killed = subprocess.run([sys.executable, "-c", script, *AUDIT, "--out", str(tmp_path / "killed")],
                             capture_output=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL
     finals = sorted(p.name for p in (tmp_path / "killed").glob("seed_*.msgpack"))
