@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from simuguard_gym.detection.offline import detect
+from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
 
 #: Seconds shown before and after each artifact's onset.
@@ -53,7 +54,10 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
          "episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
     peaks, artifacts = [], []
     for path in sorted(Path(directory).glob("*.msgpack")):
-        rec = load_recording(path, allow_partial=True)
+        try:
+            rec = load_recording(path, allow_partial=True)
+        except (RecordingError, OSError):  # named by the table's report (scoring.report.episodes_in)
+            continue
         events = ((rec.footer or {}).get("detector") or {}).get("events")
         if events is None and rec.substeps:
             events = detect(rec).events
