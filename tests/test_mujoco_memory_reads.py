@@ -100,7 +100,6 @@ def test_decoding_rows_hold_positions_velocities_and_mocap_only_and_decode_the_s
             full, rows = adapter.state_rows(), adapter.state_rows(decoding_only=True)
             assert isinstance(rows, SpanRows) and rows.row_bytes < full.row_bytes / 2
             buffers = full.allocate(300), rows.allocate(300)
-            targets = full.targets(buffers[0]), rows.targets(buffers[1])
             stages = RecordStage(), RecordStage()
         for form, buffer, stage in zip((full, rows), buffers, stages):
             form.copy(form.targets(buffer)[k])

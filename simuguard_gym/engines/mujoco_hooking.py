@@ -76,29 +76,11 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
     if n < 1:
         return mj_step(m, d, n)
     hooks = adapter.hooks
-    # Listeners catch their own errors; the try is a second net that costs nothing until used
-    # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
-    try:
-        hooks.before("start")
-    except Exception as error:  # noqa: BLE001 - never raise into the env
-        hooks.escaped("before_substep(start)", error)
-    mj_step(m, d)
-    try:
-        hooks.after()
-    except Exception as error:  # noqa: BLE001
-        hooks.escaped("after_substep", error)
+    _substep(hooks, "start", mj_step, m, d)
     for _ in range(n - 1):
         # Between two substeps of one call no code outside simuguard runs: nothing can have
         # written the state, and listeners may skip reading it.
-        try:
-            hooks.before("continue")
-        except Exception as error:  # noqa: BLE001
-            hooks.escaped("before_substep(continue)", error)
-        mj_step(m, d)
-        try:
-            hooks.after()
-        except Exception as error:  # noqa: BLE001
-            hooks.escaped("after_substep", error)
+        _substep(hooks, "continue", mj_step, m, d)
 
 
 def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
@@ -107,12 +89,17 @@ def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
         return mj_step2(m, d)
     # One look at the state per split substep: what was written before mj_step1 and between the
     # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
-    hooks = adapter.hooks
+    _substep(adapter.hooks, "split", mj_step2, m, d)
+
+
+def _substep(hooks, kind: str, advance, m: mujoco.MjModel, d: mujoco.MjData) -> None:
+    # Listeners catch their own errors; the try is a second net that costs nothing until used
+    # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
     try:
-        hooks.before("split")
+        hooks.before(kind)
     except Exception as error:  # noqa: BLE001 - never raise into the env
-        hooks.escaped("before_substep(split)", error)
-    mj_step2(m, d)
+        hooks.escaped(f"before_substep({kind})", error)
+    advance(m, d)
     try:
         hooks.after()
     except Exception as error:  # noqa: BLE001
