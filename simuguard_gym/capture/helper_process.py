@@ -13,9 +13,9 @@ Only the bytes of the recording change hands: the env's process keeps its file, 
 every call into the env; a helper that fails or dies ends the recording of its episode with an
 error record, as a failed in-process encode does.
 
-What it buys depends on the fork: Pusher and contact-rich scenes lose half the recorder's cost;
-on Lift the fork of its ~800 MB process (~15 ms, every episode, as robosuite rebuilds the model)
-costs about what the helper saves (docs/performance.md).
+What it buys depends on the fork: Pusher and contact-rich scenes lose more than half the
+recorder's cost; on Lift the fork of its ~800 MB process (every episode, as robosuite rebuilds
+the model) costs about what the helper saves (docs/performance.md, "Recording").
 """
 
 from __future__ import annotations
