@@ -29,10 +29,11 @@ SIMULATOR_ALLOWED = {
 #: The packages that must never reach into an engine (they see only simuguard_gym.physics).
 ENGINE_FREE = ("recording", "detection", "scoring", "identify", "capture", "physics")
 
-#: engines/ holds adapters only: the MuJoCo adapter's modules, SAPIEN's, and what both share.
+#: engines/ holds adapters only: the MuJoCo adapter's modules, SAPIEN's (with what lets SAPIEN
+#: and ManiSkill scenes be built without a rendering device), and what both share.
 ADAPTER_MODULES = {"__init__.py", "base.py", "mujoco.py", "mujoco_contacts.py", "mujoco_hooking.py",
                    "mujoco_interventions.py", "mujoco_kinematics.py", "mujoco_memory.py", "mujoco_model.py",
-                   "sapien.py"}
+                   "sapien.py", "sapien_headless.py"}
 
 
 def _modules() -> list[Path]:

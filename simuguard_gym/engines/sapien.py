@@ -23,10 +23,7 @@ speculative contacts and are dropped.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
-import sys
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -36,11 +33,11 @@ import sapien
 import sapien.physx as physx
 
 from simuguard_gym.engines.base import BodyTableMixin
+from simuguard_gym.engines.sapien_headless import headless  # noqa: F401 - public here since the first release
 from simuguard_gym.physics.bodies import BodyTable
-from simuguard_gym.physics.contacts import ContactPairs, staged_counts
+from simuguard_gym.physics.contacts import ContactPairs, merge_contact_points, staged_counts
 from simuguard_gym.physics.hooks import SubstepHooks
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
-from simuguard_gym.physics.contacts import merge_contact_points
 from simuguard_gym.physics.vector_math import cross
 
 #: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
@@ -498,7 +495,7 @@ class SapienAdapter(BodyTableMixin):
                 rigid = states[substep[dynamic]].reshape(len(dynamic), -1)[:, :_RIGID * len(self._dynamics)]
                 rigid = rigid.reshape(len(dynamic), len(self._dynamics), _RIGID)[np.arange(len(dynamic)),
                                                                                body[dynamic] - first]
-                com = rigid[:, 4:7] + _rotate_each(rigid[:, 0:4], self._cmass_offsets()[body[dynamic] - first])
+                com = rigid[:, 4:7] + _rotate(rigid[:, 0:4], self._cmass_offsets()[body[dynamic] - first])
                 v = rigid[:, 7:10] + cross(rigid[:, 10:13], point[dynamic] - com)
                 speed[dynamic, side] = np.linalg.norm(v, axis=1)
         return speed
@@ -530,69 +527,6 @@ def _system_of(scene: Any) -> Any:
     return getattr(scene, "physx_system", None) or getattr(scene, "px", None)
 
 
-def headless() -> None:
-    """Let scene builders and ManiSkill3 envs run without a rendering device: render materials
-    and textures become inert, builders' visual shapes are dropped and ManiSkill's envs default
-    to ``render_backend="none"`` (physics is untouched; nothing is changed on disk).
-
-    SAPIEN creates render materials on the rendering device, which fails on a machine without
-    one (ManiSkill3's ``actors.build_cube`` does, and SAPIEN's URDF loader for a visual with a
-    ``<material>``, as in ManiSkill's ``panda_wristcam``). Call this once before building the env
-    (before or after importing ManiSkill); simuguard's replay calls it for SAPIEN recordings. An
-    explicit ``render_backend=`` passed to ``gym.make`` still wins.
-    """
-    if getattr(sapien.render, "_simuguard_headless", False):
-        return
-    from sapien.wrapper.actor_builder import ActorBuilder
-
-    class InertMaterial:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __getattr__(self, name: str) -> Callable[..., None]:
-            return lambda *args, **kwargs: None
-
-    def no_visual(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self
-
-    for name in ("RenderMaterial", "RenderTexture2D"):
-        _rebind(getattr(sapien.render, name), InertMaterial)
-    for name in dir(ActorBuilder):
-        if name.startswith("add_") and "visual" in name:
-            setattr(ActorBuilder, name, no_visual)
-    if importlib.util.find_spec("mani_skill") is not None:
-        _maniskill_without_renderer()
-    sapien.render._simuguard_headless = True
-
-
-def _rebind(original: Any, replacement: Any) -> None:
-    """Replace ``original`` in every loaded module that holds it by name. SAPIEN's URDF loader and
-    ManiSkill's MJCF loader bind ``RenderMaterial`` at import (``from ... import``), so patching
-    ``sapien.render`` alone leaves them creating real materials; modules imported later get the
-    replacement from ``sapien.pysapien.render``, which is among the loaded ones."""
-    name = original.__name__
-    for module in list(sys.modules.values()):
-        if getattr(module, "__dict__", {}).get(name) is original:  # __dict__: no lazy __getattr__
-            setattr(module, name, replacement)
-
-
-def _maniskill_without_renderer() -> None:
-    """Make ``render_backend="none"`` ManiSkill's default. Its default, "gpu", falls back to the CPU
-    render device when there is no CUDA, and ManiSkill then creates a Vulkan ``RenderSystem`` for
-    the scene, which fails without a rendering device; "none" is ManiSkill's own switch that keeps
-    the render system, render components and cameras out of the scene (PhysX is the same)."""
-    from mani_skill.envs.sapien_env import BaseEnv
-
-    init = BaseEnv.__init__
-
-    @functools.wraps(init)
-    def without_renderer(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("render_backend", "none")
-        init(self, *args, **kwargs)
-
-    BaseEnv.__init__ = without_renderer
-
-
 def _motion(component: Any) -> tuple:
     """Centre of mass, its linear velocity and the angular velocity of a body, as floats."""
     com = (component.entity_pose * component.cmass_local_pose).p
@@ -600,12 +534,7 @@ def _motion(component: Any) -> tuple:
 
 
 def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate vectors v (n, 3) by the unit quaternion q (w, x, y, z)."""
-    w, u = q[0], q[1:]
-    return v + 2.0 * cross(u, cross(u, v) + w * v)
-
-
-def _rotate_each(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate each v[i] by q[i] (quaternions w, x, y, z)."""
-    w, u = q[:, :1], q[:, 1:]
+    """Rotate vectors v (..., 3) by unit quaternions q (..., 4: w, x, y, z), broadcast: one
+    quaternion for many vectors, or one each."""
+    w, u = q[..., :1], q[..., 1:]
     return v + 2.0 * cross(u, cross(u, v) + w * v)
