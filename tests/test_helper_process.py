@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -71,6 +74,26 @@ def test_a_stage_that_outgrows_its_shared_memory_hands_its_bytes_over(tmp_path, 
     assert plain.paths[0].read_bytes() == helped.paths[0].read_bytes()
 
 
+def test_jobs_and_replies_larger_than_the_pipes_never_deadlock(tmp_path):
+    """A job that carries its stage's bytes (a stage past its shared memory) can be larger than
+    the pipe while the helper writes a reply larger than the other pipe: the recorder takes the
+    reply before it sends the job. In a child process, so that a deadlock fails instead of hanging."""
+    script = f"""
+import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})
+from conftest import make_contact_scene, run_random
+from simuguard_gym import RecordPhysics, load_recording
+from simuguard_gym.capture import helper_process, recorder
+helper_process._grow_pipe = lambda fd: None          # 64 kB pipes: a chunk's reply fills one
+recorder._SLOT_RAW_BYTES = 4096                       # every job carries its staged contacts
+env = RecordPhysics(make_contact_scene(max_episode_steps=1000), {str(tmp_path)!r}, chunk_substeps=1024)
+out = run_random(env, 1000)
+env.close()
+print(out[-2][-1]["simuguard"]["errors"], load_recording(env.paths[0]).substeps)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split("\n")[-2] == "[] 5000", done.stderr[-2000:]
+
+
 @pytest.mark.faults
 def test_a_failure_in_the_helper_is_recorded_and_ends_the_recording(tmp_path):
     off = run_random(make_contact_scene(max_episode_steps=80), 40, seed=3)
@@ -124,6 +147,15 @@ def test_shared_arena_refuses_what_it_cannot_hold():
     arena.array((10, 64), np.uint8)
     with pytest.raises(MemoryError, match="cannot hold"):
         arena.array((10, 64), np.uint8)
+
+
+def test_shared_arena_arrays_carved_again_after_a_reset_are_zero():
+    arena = SharedArena(4096)
+    first = arena.array((8, 64), np.uint8)
+    first[:] = 7
+    arena.reset()
+    again, fresh = arena.array((4, 64), np.float64), arena.array((16,), np.int64)  # over the old bytes, and past them
+    assert not again.any() and not fresh.any()
 
 
 def test_no_fork_where_a_fork_costs_more_than_the_episodes_chunks(tmp_path):

@@ -1,7 +1,7 @@
 """ChunkProcess: a recorder's chunks encoded in a forked helper process, off the env's core.
 
 Encoding a chunk (contacts merged per body pair, write detection, msgpack) costs robosuite's Lift
-about 6 ms of the env's own thread per 1024 substeps, 3% of its step. A worker thread does not
+a few percent of its step in the env's own thread. A worker thread does not
 help there: the encoder's Python holds the GIL that the env's Python needs. A helper process
 forked from the env's process runs it on another core. It inherits the recorder, the adapter and
 the model as they are at the fork (nothing is pickled: Lift's model is 64 MB with its textures,
@@ -14,7 +14,7 @@ every call into the env; a helper that fails or dies ends the recording of its e
 error record, as a failed in-process encode does.
 
 What it buys depends on the fork: Pusher and contact-rich scenes lose more than half the
-recorder's cost; on Lift the fork of its ~800 MB process (every episode, as robosuite rebuilds
+recorder's cost; on Lift the fork of its large process (every episode, as robosuite rebuilds
 the model) costs about what the helper saves (docs/performance.md, "Recording").
 """
 
@@ -67,8 +67,9 @@ class SharedArena:
 
     def __init__(self, nbytes: int) -> None:
         self.nbytes = int(nbytes)
-        self._map = mmap.mmap(-1, self.nbytes)  # MAP_SHARED | MAP_ANONYMOUS
+        self._map = mmap.mmap(-1, self.nbytes)  # MAP_SHARED | MAP_ANONYMOUS: zero until written
         self.used = 0
+        self._carved = 0  # the bytes ever handed out: only those can hold anything but zeros
 
     def array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A zeroed array carved from the arena (see ``StateRows.allocate`` for why zeroed)."""
@@ -79,7 +80,9 @@ class SharedArena:
             raise MemoryError(f"shared arena of {self.nbytes} bytes cannot hold {size} more")
         self.used = at + size
         out = np.frombuffer(self._map, dtype, int(np.prod(shape)), at).reshape(shape)
-        out.fill(0)
+        if at < self._carved:  # carved before a reset; fresh pages stay untouched (and uncommitted)
+            np.frombuffer(self._map, np.uint8, min(size, self._carved - at), at).fill(0)
+        self._carved = max(self._carved, self.used)
         return out
 
     def reset(self) -> None:
@@ -114,7 +117,12 @@ class ChunkProcess:
             # Python 3.12 warns about fork in a process with threads (BLAS pools, the env's own):
             # the child touches none of their locks; it runs numpy, MuJoCo's C and msgpack only.
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                for fd in (jobs_read, jobs_write, results_read, results_write):
+                    os.close(fd)
+                raise
         if pid == 0:  # the helper: never returns
             os.close(jobs_write)
             os.close(results_read)
@@ -165,7 +173,7 @@ class ChunkProcess:
         for connection in (self._jobs, self._results):
             connection.close()
         # Killed rather than told: a process the env forked meanwhile may hold the pipe open, so
-        # the helper would never read its end. Its exit takes ~10-20 ms (it unmaps the env's
+        # the helper would never read its end. Its exit takes a while (it unmaps the env's
         # memory): nothing waits for it; it is reaped at the next fork or at exit.
         if not self._reaped:  # a reaped pid may name another process by now
             self._reaped = True

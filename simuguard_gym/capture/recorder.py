@@ -7,9 +7,9 @@ contacts. The hot path only copies into preallocated rows; everything else runs 
 per chunk (a chunk ends early when its contacts fill the stage): which components were written
 (the state before a substep against the state after the previous one), the fingerprints, the
 snapshots, the tracked bodies' poses and velocities and the merged contacts. With
-``helper_process=True`` chunks from an episode's second on are encoded in a forked helper process
-(:mod:`~simuguard_gym.capture.helper_process`) that reads them from shared memory; else (another
-OS, one CPU, SAPIEN) in the env's thread, at the substep that fills the chunk.
+``helper_process=True`` chunks from an episode's first or second full chunk on are encoded in a
+forked helper process (:mod:`~simuguard_gym.capture.helper_process`) that reads them from shared
+memory; else (another OS, one CPU, SAPIEN) in the env's thread, at the substep that fills the chunk.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -177,7 +177,7 @@ class SubstepRecorder(NativeFillMixin):
             if self.contacts:
                 self._capture(self._stage)
             else:
-                self._stage.counts.append(0)
+                self._stage.add_empty()
             self._row = row = row + 1
             if row == self.chunk_substeps or (row & 63 == 0 and self._stage.nbytes > _STAGE_BYTES):
                 self._flush()
@@ -293,7 +293,7 @@ class SubstepRecorder(NativeFillMixin):
     def _shared_slots(self, cap: int) -> list["_Slot"]:
         """Two sets of chunk buffers in shared memory: the hot path fills one while the helper
         encodes the other. Kept across episodes while their rows fit (making the per-substep
-        copy targets of 4 x 1024 rows costs ~2 ms, Pusher's whole episode)."""
+        copy targets of 4 x 1024 rows costs as much as a short episode)."""
         key = (cap, self._rows.targets_key)
         if self._kept_slots is not None and self._kept_slots[0] == key:
             for slot in self._kept_slots[1]:
@@ -331,9 +331,9 @@ class SubstepRecorder(NativeFillMixin):
         self._use_rows(slot.states, slot.before, slot.targets)
 
     def _fork_pays(self) -> bool:
-        """Fork the helper now (and encode this chunk there)? A fork costs robosuite's Lift ~15
-        ms (page tables of the env's memory, then its pages copied as either process writes
-        them), more than one chunk's encoding (~5 ms). Once a fork, a chunk's encoding and an
+        """Fork the helper now (and encode this chunk there)? A fork costs robosuite's Lift
+        more than one chunk's encoding (page tables of the env's memory, then its pages copied as
+        either process writes them). Once a fork, a chunk's encoding and an
         episode's length are measured: while the chunks the previous episode had left from here
         would take longer to encode than twice a fork (a process of many GB, e.g. with a
         policy's weights, forks slowly), from the episode's first full chunk on. Before that,
@@ -365,9 +365,11 @@ class SubstepRecorder(NativeFillMixin):
         self._chunk_index += 1
         self._row = 0
         try:
-            helper.submit(job)
             # The other slot is free once the chunk that last filled it (one before this) is back.
+            # Taken before this job is sent: a job that carries a large stage would otherwise fill
+            # the pipe while the helper waits for us to read its reply.
             self._take_replies(helper.replies(wait_for=job["index"] - 1))
+            helper.submit(job)
         except (OSError, ChildProcessError) as error:
             self._helper_failed(error)
         self._use_slot(1 - slot)
@@ -446,8 +448,6 @@ class _Slot:
     memory: tuple[np.ndarray, np.ndarray]  # the contact stage's (records, forces) buffers
     stage: Any
     targets: tuple[list[Any], list[Any]] | None = None  # the per-substep copies' targets in states and before
-
-
 
 
 # A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on
