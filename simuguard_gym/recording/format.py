@@ -9,6 +9,7 @@ A recording is a stream of msgpack objects, each a *record* ``[kind, payload, cr
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ PARTIAL_SUFFIX = ".partial"
 
 #: No record may be larger than this; a file declaring more is refused before allocation.
 MAX_RECORD_BYTES = 256 * 1024 * 1024
+#: No encoded array may have more dimensions than this (numpy allows 64; the schema's have 3 at most).
+MAX_DIMENSIONS = 32
 
 RECORD_KINDS = ("header", "chunk", "error", "footer")
 
@@ -98,18 +101,28 @@ def decode_array(obj: Any, what: str, offset: int) -> np.ndarray:
     if not isinstance(obj, dict) or not {"dtype", "shape", "data"} <= obj.keys():
         raise CorruptRecordingError(f"{what}: not an encoded array (record at byte {offset})", offset)
     dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
-    if dtype not in _ALLOWED_DTYPES or not isinstance(data, bytes):
+    # A str first: a list or map as dtype would make the set look-up raise TypeError.
+    if not isinstance(dtype, str) or dtype not in _ALLOWED_DTYPES or not isinstance(data, bytes):
         raise CorruptRecordingError(f"{what}: unsupported dtype {dtype!r} (record at byte {offset})", offset)
-    if not isinstance(shape, list) or not all(isinstance(s, int) and 0 <= s for s in shape):
+    # Dimensions bounded in number (numpy's reshape refuses more than 64) and each a plain int.
+    if (not isinstance(shape, list) or len(shape) > MAX_DIMENSIONS
+            or not all(type(s) is int and s >= 0 for s in shape)):
         raise CorruptRecordingError(f"{what}: invalid shape {shape!r} (record at byte {offset})", offset)
     itemsize = np.dtype(dtype).itemsize
-    declared = itemsize
-    for s in shape:
-        declared *= s
-        if declared > MAX_RECORD_BYTES:
-            break
+    # A zero-size array passes the byte count whatever its other dimensions, yet numpy's reshape
+    # refuses those that multiply past its address space ([0, 2**64 - 1]): they too must fit in
+    # a record. Python integers, so the product is exact (msgpack integers are below 2**64).
+    extent = itemsize * math.prod(s for s in shape if s)
+    if extent > MAX_RECORD_BYTES:
+        raise CorruptRecordingError(f"{what}: declares shape {shape}, more than a record holds "
+                                    f"(record at byte {offset})", offset)
+    declared = extent if all(shape) else 0
     if declared != len(data):
         raise CorruptRecordingError(
             f"{what}: declares shape {shape} ({declared} bytes) but holds {len(data)} bytes "
             f"(record at byte {offset})", offset)
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
+    try:
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
+    except (ValueError, OverflowError) as error:  # not expected after the checks above; never a bare numpy error
+        raise CorruptRecordingError(f"{what}: invalid shape {shape!r}: {error} (record at byte {offset})",
+                                    offset) from None

@@ -236,7 +236,7 @@ def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False)
                     footer, footer_offset = payload, offset
                     break
             if footer is not None:
-                validate.check_footer(path, footer, footer_offset, chunks, substeps)
+                validate.check_footer(path, footer, footer_offset, chunks, substeps, shape)
                 _verify_digest(path, raw, footer, footer_offset)
                 end = records_end(path, footer_offset)  # nothing may follow the footer
                 if end != path.stat().st_size:

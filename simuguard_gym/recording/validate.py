@@ -38,6 +38,8 @@ class Shape:
     tracked: int
     state_size: int
     component_sizes: np.ndarray  # (components,) int64
+    pieces: int | None = None  # collision pieces in the header (SAPIEN), None without them
+    tracked_ids: tuple[int, ...] = ()
 
 
 def _fail(path: Any, what: str, offset: int, problem: str) -> CorruptRecordingError:
@@ -46,6 +48,20 @@ def _fail(path: Any, what: str, offset: int, problem: str) -> CorruptRecordingEr
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite_reals(value: Any, n: int) -> bool:
+    """A list of ``n`` finite numbers. Checked one by one: these are short lists of msgpack
+    values, and ``np.asarray(..., float)`` would take strings such as "1" and booleans."""
+    return isinstance(value, list) and len(value) == n and all(_is_real(x) and math.isfinite(x) for x in value)
+
+
+_ROLES = ("robot", "objects", "containers", "scene")
+_PIECE_ARRAYS = ("body", "offsets", "vertices", "static_poses")
 
 
 def check_header(path: Any, header: dict[str, Any], offset: int) -> Shape:
@@ -63,6 +79,12 @@ def check_header(path: Any, header: dict[str, Any], offset: int) -> Shape:
     if len({len(bodies[c]) for c in columns}) != 1 or not bodies["names"]:
         raise _fail(path, "header", offset, "bodies' names, kinds, roles and masses differ in length")
     nbody = len(bodies["names"])
+    # Body names and roles are compared with strings and printed; BodyTable reads the masses as
+    # a float array, which raises on a string (and a mass must be finite to mean one).
+    if not all(isinstance(x, str) for c in ("names", "kinds", "roles") for x in bodies[c]):
+        raise _fail(path, "header", offset, "bodies' names, kinds and roles must be strings")
+    if not _finite_reals(bodies["masses"], nbody):
+        raise _fail(path, "header", offset, "bodies' masses must be finite numbers")
     tracked = header["tracked"]
     if not isinstance(tracked, list) or not all(_is_int(i) and 0 <= i < nbody for i in tracked) \
             or len(set(tracked)) != len(tracked):
@@ -85,7 +107,52 @@ def check_header(path: Any, header: dict[str, Any], offset: int) -> Shape:
     for key in ("snapshot_every", "chunk_substeps"):
         if not _is_int(header[key]) or header[key] < 1:
             raise _fail(path, "header", offset, f"{key} must be a positive integer")
-    return Shape(nbody, ntrack, at, np.array(sizes, np.int64))
+    _check_scene(path, header, offset)
+    pieces = _check_pieces(path, header.get("collision_pieces"), offset, nbody)
+    return Shape(nbody, ntrack, at, np.array(sizes, np.int64), pieces, tuple(tracked))
+
+
+def _check_scene(path: Any, header: dict[str, Any], offset: int) -> None:
+    """The optional fields the detector takes from the header: gravity, the stage box and the
+    TaskSpec (as ``header_for`` and ``RecordPhysics`` write them)."""
+    # Recording.gravity defaults only when the key is absent: a null would reach the detector.
+    if "gravity" in header and not _finite_reals(header["gravity"], 3):
+        raise _fail(path, "header", offset, f"gravity must be 3 finite numbers, not {header['gravity']!r}")
+    stage = header.get("stage")  # the detector reads np.asarray(stage[0], float) and stage[1]
+    if stage is not None and not (isinstance(stage, list) and len(stage) == 2
+                                  and all(_finite_reals(corner, 3) for corner in stage)
+                                  and all(lo <= hi for lo, hi in zip(*stage))):
+        raise _fail(path, "header", offset, "stage must be null or a box: lower and upper corners of 3 finite "
+                    "numbers, lower <= upper")
+    spec = header.get("task_spec")  # task_bodies() reads it with .get and makes tuples of names
+    if spec is not None and not (isinstance(spec, dict) and all(
+            spec.get(role) is None or (isinstance(spec[role], list) and all(isinstance(n, str) for n in spec[role]))
+            for role in _ROLES)):
+        raise _fail(path, "header", offset, f"task_spec must be null or a map of {', '.join(_ROLES)} to lists of "
+                    "body names")
+
+
+def _check_pieces(path: Any, pieces: Any, offset: int, nbody: int) -> int | None:
+    """The number of collision pieces (``CollisionPieces.to_dict``: raw little-endian arrays),
+    None without them. Detection slices each piece's vertices with ``offsets`` and looks up its
+    body's static pose, so both must stay within their arrays."""
+    if pieces is None:
+        return None
+    if not (isinstance(pieces, dict) and all(isinstance(pieces.get(k), bytes) for k in _PIECE_ARRAYS)):
+        raise _fail(path, "header", offset, f"collision_pieces must hold {', '.join(_PIECE_ARRAYS)} as bytes")
+    size = {k: len(pieces[k]) for k in _PIECE_ARRAYS}
+    npiece, nvertex = size["body"] // 8, size["vertices"] // 24
+    if size["body"] % 8 or size["vertices"] % 24 or size["offsets"] != 8 * (npiece + 1) \
+            or size["static_poses"] != 8 * 7 * nbody:
+        raise _fail(path, "header", offset, f"collision_pieces sizes disagree: {size['body']} bytes of <i8 bodies, "
+                    f"{size['offsets']} of offsets (one more than pieces), {size['vertices']} of <f8 vertex "
+                    f"triples, {size['static_poses']} of static poses (7 per body: {8 * 7 * nbody})")
+    body, offsets = np.frombuffer(pieces["body"], "<i8"), np.frombuffer(pieces["offsets"], "<i8")
+    if ((body < 0) | (body >= nbody)).any():
+        raise _fail(path, "header", offset, f"collision_pieces name bodies outside the {nbody} bodies")
+    if offsets[0] != 0 or offsets[-1] != nvertex or (np.diff(offsets) < 0).any():
+        raise _fail(path, "header", offset, f"collision_pieces offsets must rise from 0 to the {nvertex} vertices")
+    return npiece
 
 
 def check_chunk(path: Any, payload: dict[str, Any], shape: Shape, index: int, first: int, offset: int
@@ -136,6 +203,14 @@ def check_chunk(path: Any, payload: dict[str, Any], shape: Shape, index: int, fi
         raise _fail(path, what, offset, "column split holds values other than 0 and 1")
     if pairs and ((out["contact_bodies"] < 0) | (out["contact_bodies"] >= shape.bodies)).any():
         raise _fail(path, what, offset, f"column contact_bodies holds ids outside the {shape.bodies} bodies")
+    # Pieces are the engine's geoms or shapes, -1 where it names none (the SAPIEN adapter: a
+    # shape outside its table); with collision pieces in the header, detection looks them up there.
+    bad = out["contact_pieces"] < -1
+    if shape.pieces is not None:
+        bad |= out["contact_pieces"] >= shape.pieces
+    if bad.any():
+        within = "" if shape.pieces is None else f" the {shape.pieces} collision pieces or"
+        raise _fail(path, what, offset, f"column contact_pieces holds ids outside{within} -1 (none)")
     if len(snapshots) and ((snapshots < first) | (snapshots >= first + n) | (np.diff(snapshots) <= 0).any()).any():
         raise _fail(path, what, offset, "column snapshot_substep holds substeps outside the chunk or out of order")
     return n, out
@@ -147,7 +222,24 @@ def check_error(path: Any, payload: dict[str, Any], offset: int) -> None:
         raise _fail(path, "error record", offset, "needs an integer substep and where, type and message strings")
 
 
-def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, substeps: int) -> None:
+#: The fields of a detector event that readers of a footer use (scoring.report, audit,
+#: scoring.html_report, view, replay.rerun), each with its test and what it must be.
+_EVENT_FIELDS = {
+    "artifact": (lambda v: isinstance(v, bool), "a boolean"),
+    "body": (lambda v: isinstance(v, str), "a body name"),
+    "body_id": (lambda v: _is_int(v) and v >= 0, "a body id"),
+    "partner": (lambda v: v is None or isinstance(v, str), "a body name or null"),
+    "onset_substep": (lambda v: _is_int(v) and v >= 0, "a substep"),
+    "onset_time": (_is_real, "a number"),
+    "speed_before": (_is_real, "a number"),
+    "peak_speed": (_is_real, "a number"),
+}
+
+
+def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, substeps: int,
+                 shape: Shape | None = None) -> None:
+    """The footer's counts against the file's and the fields readers use; with the header's
+    ``shape``, also that each detector event is about a tracked body."""
     if footer.get("substeps") != substeps or footer.get("chunks") != chunks:
         raise _fail(path, "footer", offset, f"declares {footer.get('chunks')!r} chunks of {footer.get('substeps')!r} "
                     f"substeps; the file holds {chunks} chunks of {substeps} substeps")
@@ -162,5 +254,19 @@ def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, su
     if not isinstance(ends, list) or not all(_is_int(e) for e in ends):
         raise _fail(path, "footer", offset, "step_substeps must be a list of integers")
     detector = footer.get("detector")
-    if detector is not None and not (isinstance(detector, dict) and isinstance(detector.get("events", []), list)):
-        raise _fail(path, "footer", offset, "detector must hold a list of events")
+    if detector is not None and not (isinstance(detector, dict) and isinstance(detector.get("events", []), list)
+                                     and isinstance(detector.get("flags", []), list)):
+        raise _fail(path, "footer", offset, "detector must hold a list of events and a list of flags")
+    for i, event in enumerate((detector or {}).get("events", [])):  # a few per episode
+        if not isinstance(event, dict):
+            raise _fail(path, "footer", offset, f"detector event {i} is {type(event).__name__}, not a map")
+        missing = [key for key in _EVENT_FIELDS if key not in event]
+        if missing:
+            raise _fail(path, "footer", offset, f"detector event {i} lacks {', '.join(missing)}")
+        for key, (test, kind) in _EVENT_FIELDS.items():
+            if not test(event[key]):
+                raise _fail(path, "footer", offset, f"detector event {i}: {key} must be {kind}, not {event[key]!r}")
+        # The HTML report finds the event's body among the tracked ones (its speed column).
+        if shape is not None and event["body_id"] not in shape.tracked_ids:
+            raise _fail(path, "footer", offset, f"detector event {i} is about body {event['body_id']}, "
+                        "which is not tracked")
