@@ -28,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
     p.set_defaults(run=_inspect)
 
-    p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if not")
+    p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if one "
+                       "diverged or could not be replayed (the others are still replayed), 2 if none was given")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
     p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
@@ -207,29 +208,77 @@ def _shorten(text: str, limit: int = 160) -> str:
 
 def _replay(args: argparse.Namespace) -> int:
     import json
+    from pathlib import Path
 
     from simuguard_gym.replay.replay import replay
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
     files = _recording_files(args.paths)
-    exact = bool(files)
+    if not files:  # only empty directories were given (each is named on stderr)
+        return EXIT_USAGE
+    missing = exact = failed = 0
     for path in files:
-        result = replay(path, env_fn=env_fn)
-        exact &= result.exact
+        if not Path(path).exists():  # a name given on the command line that is not there: a usage error
+            missing += 1
+            _replay_failed(path, f"{path}: no such file or directory", args.json)
+            continue
+        try:
+            result = replay(path, env_fn=env_fn)
+        except Exception as error:  # noqa: BLE001 - one file that cannot be replayed does not stop the others
+            logging.info("simuguard replay: %s", path, exc_info=True)  # the traceback, with --verbose
+            failed += 1
+            _replay_failed(path, _error_text(error), args.json)
+            continue
+        exact += result.exact
         if args.json:
-            print(json.dumps({"path": str(path), "exact": result.exact, "message": result.message,
-                              "substeps": result.substeps, "recorded_substeps": result.recorded_substeps,
-                              "lost": result.lost, "divergence": str(result.divergence) if result.divergence else None,
-                              "success": result.success, "recorded_success": result.recorded_success,
-                              "notes": result.notes}), flush=True)
+            print(json.dumps(_replay_line(path, result)), flush=True)
             continue
         if len(files) > 1:
             print(f"{path}:")
         for note in result.notes:
             print(f"note: {note}")
         print(result.message)
-        print(f"success: recorded {result.recorded_success}, replayed {result.success}")
-    return EXIT_OK if exact else EXIT_DIVERGED
+        print(f"success: recorded {result.recorded_success}, replayed {result.success}", flush=True)
+    if len(files) > 1 and not args.json:
+        diverged = len(files) - exact - failed - missing
+        print(f"{len(files)} recordings: {exact} bit-exact, {diverged} diverged"
+              + (f", {failed} could not be replayed" if failed else "") + (f", {missing} missing" if missing else ""))
+    if missing:
+        return EXIT_USAGE
+    return EXIT_OK if exact == len(files) else EXIT_DIVERGED
+
+
+def _replay_line(path: Any, result: Any = None, error: str | None = None) -> dict[str, Any]:
+    """One file's ``simuguard replay --json`` line; every line has the same keys (``error``: why
+    the file could not be replayed, else None)."""
+    if result is None:
+        return {"path": str(path), "exact": False, "message": f"not replayed: {error}", "substeps": None,
+                "recorded_substeps": None, "lost": None, "divergence": None, "success": None,
+                "recorded_success": None, "notes": [], "error": error}
+    return {"path": str(path), "exact": result.exact, "message": result.message, "substeps": result.substeps,
+            "recorded_substeps": result.recorded_substeps, "lost": result.lost,
+            "divergence": str(result.divergence) if result.divergence else None, "success": result.success,
+            "recorded_success": result.recorded_success, "notes": result.notes, "error": None}
+
+
+def _replay_failed(path: Any, text: str, as_json: bool) -> None:
+    """Report a file that could not be replayed: a JSON line, or one line on stderr naming it."""
+    import json
+
+    text = text.removeprefix(f"{path}: ")  # recording errors name their file already
+    if as_json:
+        print(json.dumps(_replay_line(path, error=text)), flush=True)
+    else:
+        print(f"simuguard replay: error: {path}: {text}", file=sys.stderr, flush=True)
+
+
+def _error_text(error: BaseException) -> str:
+    """An exception in one line: the message of the errors that explain themselves (a recording
+    that cannot be read, a file system error, a bad value), else ``Type: message``."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, (RecordingError, OSError, ValueError)):
+        return text
+    return f"{type(error).__name__}: {text}"
 
 
 def _detect(args: argparse.Namespace) -> int:
@@ -358,14 +407,14 @@ def _report(args: argparse.Namespace) -> int:
               f"{100 * paired.difference_low:+.1f} to {100 * paired.difference_high:+.1f}); discordant "
               f"{paired.a_only} vs {paired.b_only}, exact sign test p = {paired.p_value:.3f}")
     out = Path(args.out or args.directory)
-    for path in write_report(rows, out, paired):
+    for path in write_report(rows, out, paired, skipped):
         print(f"wrote {path}")
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds)[0]} (with its plots)")
+        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds, skipped)[0]} (with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
@@ -460,15 +509,18 @@ def _audit(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    rows, _ = report(out)
+    skipped: list[str] = []
+    rows, _ = report(out, skipped=skipped)
+    for problem in skipped:  # not scored: named here, in report.json and in report.html
+        print(f"simuguard audit: skipped {problem}", file=sys.stderr)
     print(format_table(rows))
-    paths = write_report(rows, out)
+    paths = write_report(rows, out, skipped=skipped)
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds)[0])
+        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds, skipped)[0])
     except ImportError:
         pass
     print(f"report: {', '.join(str(p) for p in paths)}")
@@ -594,17 +646,20 @@ def _demo(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     directory, _ = run_demo(args.out, args.seeds, args.engine, progress)
-    rows, _ = report(directory)
+    skipped: list[str] = []
+    rows, _ = report(directory, skipped=skipped)
+    for problem in skipped:
+        print(f"simuguard demo: skipped {problem}", file=sys.stderr)
     print("\nsuccess rates in percent (Rep.: as run; Replay: flagged episodes by their verified reruns; Excl.: "
           "episodes without an artifact; bounds: every flagged episode fails / passes)")
     print(format_table(rows))
-    paths = write_report(rows, Path(directory))
+    paths = write_report(rows, Path(directory), skipped=skipped)
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        paths.insert(0, write_html_report(directory, rows, Path(directory), robot_link_speeds)[0])
+        paths.insert(0, write_html_report(directory, rows, Path(directory), robot_link_speeds, skipped)[0])
     except ImportError:
         pass  # matplotlib is the `report` extra
     print(f"\nrecordings and report in {directory} ({', '.join(p.name for p in paths)}); "

@@ -7,7 +7,8 @@ relies on:
 * every ``info["simuguard"]["errors"]`` is empty;
 * observations, rewards, ``terminated``/``truncated`` and infos (outside the ``simuguard`` key)
   are bit-identical with the wrappers on and off;
-* every recording holds every substep the env ran, and replays bit for bit in a fresh process;
+* every episode has its recording (matched by the seed its header holds), which holds every
+  substep the env ran and replays bit for bit in a fresh process;
 * the monitor's contact artifacts, per episode (a clean run should have none).
 
 The project's conformance matrix (``tests/conformance``) runs it on third-party benchmarks;
@@ -22,6 +23,7 @@ run it on your own env before trusting an audit of it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -35,7 +37,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.recording.reader import iter_records, load_recording
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 from simuguard_gym.wrappers.info_key import INFO_KEY, success_from_info
 from simuguard_gym.wrappers.record_physics import RecordPhysics
@@ -50,6 +52,8 @@ class EpisodeCheck:
     seed: int
     steps: int
     recording: str | None
+    #: Why the recording could not be read (then it is not replayed either); None: it was read.
+    read_error: str | None = None
     recorded_substeps: int = 0
     env_substeps: int | None = None
     lost: dict[str, Any] | None = None
@@ -73,6 +77,9 @@ class ConformanceReport:
     plain_seconds: float
     wrapped_seconds: float
     plain_steps: int
+    #: Recordings the wrapped run wrote that belong to no episode: unreadable headers, seeds no
+    #: episode was reset with, a second recording of one seed.
+    stray_recordings: list[str] = field(default_factory=list)
 
     @property
     def step_time_ratio(self) -> float:
@@ -84,10 +91,14 @@ class ConformanceReport:
         out = [f"info['simuguard']['errors'] at {e.get('at', '?')}: {e.get('where')}: {e.get('type')}: "
                f"{e.get('message')}" for e in self.errors]
         out += self.differences
+        out += self.stray_recordings
         for e in self.episodes:
             where = f"episode seed {e.seed}"
             if e.recording is None:
                 out.append(f"{where}: no recording")
+                continue
+            if e.read_error is not None:
+                out.append(f"{where}: its recording cannot be read: {e.read_error}")
                 continue
             if e.lost is not None:
                 out.append(f"{where}: the recording lost substeps: {e.lost}")
@@ -138,24 +149,72 @@ def check_env(make_env: Callable[[], gym.Env], directory: str | os.PathLike[str]
             report.differences += [f"{where}: {d}" for d in _differences(a, b)]
         if len(off) != len(on):
             report.differences.append(f"episode {episode}: {len(off) - 1} steps plain, {len(on) - 1} wrapped")
-    paths = [str(p) for p in recorder.paths]
+    seeds = [seed + episode for episode in range(episodes)]
+    matched, report.stray_recordings = match_recordings([str(p) for p in recorder.paths], seeds)
     for episode in range(episodes):
-        check = EpisodeCheck(seed + episode, len(actions[episode]), paths[episode] if episode < len(paths) else None)
+        check = EpisodeCheck(seeds[episode], len(actions[episode]), matched[episode])
         if check.recording is not None:
-            rec = load_recording(check.recording, allow_partial=True)
-            check.recorded_substeps, check.lost = rec.substeps, rec.lost
-            footer = rec.footer or {}
-            check.env_substeps, check.success = footer.get("env_substeps"), footer.get("success")
-            events = (footer.get("detector") or {}).get("events") or []
-            check.artifacts = [e for e in events if e.get("artifact")]
+            try:
+                rec = load_recording(check.recording, allow_partial=True)
+            except Exception as error:  # noqa: BLE001 - one unreadable recording is that episode's failure
+                check.read_error, check.replay = _one_line(error), "not replayed: the recording cannot be read"
+            else:
+                check.recorded_substeps, check.lost = rec.substeps, rec.lost
+                footer = rec.footer or {}
+                check.env_substeps, check.success = footer.get("env_substeps"), footer.get("success")
+                events = (footer.get("detector") or {}).get("events") or []
+                check.artifacts = [e for e in events if e.get("artifact")]
         outcomes = [success_from_info(out[-1]) for out in wrapped_run[episode][1:]] if episode < len(wrapped_run) else []
         known = [o for o in outcomes if o is not None]
         check.succeeded = any(known) if known else None
         report.episodes.append(check)
-    for check, result in zip(report.episodes, _replays([e.recording for e in report.episodes if e.recording],
-                                                       env_fn, fresh_process)):
+    readable = [e for e in report.episodes if e.recording is not None and e.read_error is None]
+    for check, result in zip(readable, _replays([str(e.recording) for e in readable], env_fn, fresh_process),
+                             strict=True):
         check.replay_exact, check.replay = bool(result.get("exact")), str(result.get("message"))
     return report
+
+
+def match_recordings(paths: list[str], seeds: list[int]) -> tuple[list[str | None], list[str]]:
+    """Each episode's recording among ``paths``, by the seed its header holds (episode ``i`` was
+    reset with ``seeds[i]``; None where no recording holds its seed), and what is wrong with the
+    recordings that belong to no episode (a header that cannot be read, a seed no episode was
+    reset with, a second recording of one seed). Order plays no part: a recording that is
+    missing (its episode's file could not be written, say) leaves the others on their episodes.
+    """
+    index = {s: i for i, s in enumerate(seeds)}
+    matched: list[str | None] = [None] * len(seeds)
+    stray = []
+    for path in paths:
+        try:
+            found = _header_seed(path)
+        except Exception as error:  # noqa: BLE001 - reported, and the other recordings are still matched
+            stray.append(f"recording {path}: its header cannot be read: {_one_line(error)}")
+            continue
+        episode = index.get(found) if isinstance(found, int) and not isinstance(found, bool) else None
+        if episode is None:
+            stray.append(f"recording {path}: holds seed {found!r}, which no episode was reset with")
+        elif matched[episode] is not None:
+            stray.append(f"recording {path}: a second recording of seed {found} (the first is {matched[episode]})")
+        else:
+            matched[episode] = path
+    return matched, stray
+
+
+def _header_seed(path: str) -> Any:
+    """The seed in a recording's header (read alone: the rest of the file may be damaged)."""
+    with contextlib.closing(iter_records(path)) as records:
+        for _, _, header in records:  # the first record is the header (iter_records checks it)
+            found = header.get("seed")
+            if isinstance(found, (list, tuple)) and len(found) == 1:
+                found = found[0]  # reset(seed=[s]) of a single env
+            return found
+    raise ValueError(f"{path}: empty file, not a simuguard recording")
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _run(env: gym.Env, episodes: int, steps: int, seed: int, policy: Callable[[gym.Env], Policy] | None,
@@ -212,6 +271,8 @@ def _name(env: gym.Env) -> str:
 
 
 def _replays(paths: list[str], env_fn: str | None, fresh_process: bool) -> list[dict[str, Any]]:
+    """The replay of each of ``paths``, in order: ``exact`` and ``message``. A file that cannot be
+    replayed gets its own failure; the others are replayed all the same."""
     if not paths:
         return []
     if not fresh_process:
@@ -219,22 +280,28 @@ def _replays(paths: list[str], env_fn: str | None, fresh_process: bool) -> list[
         from simuguard_gym.replay.replay import replay
 
         factory = load_callable(env_fn, "env factory") if env_fn else None
-        return [_replay_fields(replay(p, env_fn=factory)) for p in paths]
+        results = []
+        for path in paths:
+            try:
+                results.append(_replay_fields(replay(path, env_fn=factory)))
+            except Exception as error:  # noqa: BLE001 - this episode's failure, not the others'
+                results.append({"exact": False, "message": f"not replayed: {_one_line(error)}"})
+        return results
     command = [sys.executable, "-m", "simuguard_gym.cli", "replay", "--json", *paths]
     if env_fn:
         command += ["--env-fn", env_fn]
     done = subprocess.run(command, capture_output=True, text=True)
-    results = []
-    for line in done.stdout.splitlines():
+    by_path: dict[str, dict[str, Any]] = {}
+    for line in done.stdout.splitlines():  # one line per file, named by its path
         try:
-            results.append(json.loads(line))
+            found = json.loads(line)
         except ValueError:
             continue
-    if len(results) != len(paths):
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-        return [{"exact": False, "message": f"the replay process exited {done.returncode}: " + " | ".join(tail)}
-                for _ in paths]
-    return results
+        if isinstance(found, dict) and "path" in found:
+            by_path[str(Path(found["path"]))] = found
+    tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    lost = {"exact": False, "message": f"no result: the replay process exited {done.returncode}: {tail}"}
+    return [by_path.get(str(Path(p)), lost) for p in paths]
 
 
 def _replay_fields(result: Any) -> dict[str, Any]:

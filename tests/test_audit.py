@@ -70,3 +70,24 @@ def test_another_run_is_not_overwritten(tmp_path, capsys):
     assert "holds another run" in capsys.readouterr().err
     assert main(["audit", "--env", "simuguard_gym/DropInBin-v0", "--episodes", "1", "--out", str(tmp_path),
                  "--force", "--quiet"]) == 0
+
+
+def test_an_unreadable_recording_is_named_not_dropped(tmp_path, capsys):
+    import importlib.util
+
+    out = tmp_path / "run"
+    args = ["audit", *ENV[:ENV.index("--episodes")], "--episodes", "2", *ENV[ENV.index("--episodes") + 2:],
+            "--out", str(out)]
+    assert main(args) == 0
+    assert "skipped" not in capsys.readouterr().err
+    whole = (out / "seed_000001.msgpack").read_bytes()
+    (out / "copy_of_seed_1.msgpack").write_bytes(whole[:len(whole) // 2])  # cut off: not scored
+    assert main(args) == 0  # resumed: nothing left to run, the report again
+    captured = capsys.readouterr()
+    skipped = [line for line in captured.err.splitlines() if line.startswith("simuguard audit: skipped ")]
+    assert len(skipped) == 1 and "copy_of_seed_1.msgpack: " in skipped[0] and "truncated" in skipped[0]
+    assert [line.split()[1] for line in captured.out.splitlines() if line.startswith("all ")] == ["2"]  # N
+    saved = json.loads((out / "report.json").read_text())
+    assert len(saved["skipped"]) == 1 and "copy_of_seed_1.msgpack" in saved["skipped"][0]
+    if importlib.util.find_spec("matplotlib") is not None:  # the report extra
+        assert "copy_of_seed_1.msgpack" in (out / "report.html").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import gymnasium as gym
 import pytest
 
 from conftest import make_contact_scene, run_random
@@ -98,3 +99,128 @@ def test_view_exports_an_rrd(episode, tmp_path):
     assert main(["view", str(episode), "--out", str(out)]) == 0
     assert out.stat().st_size > 10_000 and out.read_bytes()[:3] == b"RRF"  # rerun's file magic
     assert main(["view", str(episode), "--out", str(out), "--stride", "0"]) == 2
+
+
+def _rewrite(recording, path, **env):
+    """A copy of ``recording`` at ``path`` whose header's env entry has ``env`` changed."""
+    rec = load_recording(recording)
+    writer = RecordingWriter(path, {**rec.header, "env": {**rec.header["env"], **env}})
+    writer.write_chunk(rec.columns, first=0, n=rec.substeps)
+    writer.close({k: v for k, v in rec.footer.items() if k not in ("chunks", "substeps", "sha256")})
+    return path
+
+
+@pytest.fixture
+def mixed(episode, tmp_path):
+    """Two good recordings around one that is not a recording and one whose env id is unknown
+    (gym.make raises gymnasium's NameNotFound, no error the command line knows by type)."""
+    directory = tmp_path / "mixed"
+    directory.mkdir()
+    (directory / "a_good.msgpack").write_bytes(episode.read_bytes())
+    (directory / "b_junk.msgpack").write_bytes(b"not a recording")
+    _rewrite(episode, directory / "c_unknown_env.msgpack", id="NoSuchEnv-v0")
+    (directory / "d_good.msgpack").write_bytes(episode.read_bytes())
+    return directory
+
+
+def test_replay_reports_a_bad_file_and_goes_on(mixed, capsys):
+    assert main(["replay", str(mixed)]) == 1  # some could not be replayed
+    out, err = capsys.readouterr()
+    assert out.count("exact: 200 of 200 substeps bit-identical") == 2
+    assert f"{mixed / 'd_good.msgpack'}:" in out  # the file after the bad ones was replayed
+    assert "4 recordings: 2 bit-exact, 0 diverged, 2 could not be replayed" in out
+    lines = err.strip().splitlines()  # one line each, naming the file and the error; no traceback
+    assert len(lines) == 2, err
+    assert lines[0].startswith(f"simuguard replay: error: {mixed / 'b_junk.msgpack'}: not a simuguard recording")
+    assert lines[1].startswith(f"simuguard replay: error: {mixed / 'c_unknown_env.msgpack'}: NameNotFound: ")
+
+
+def test_replay_json_gives_every_file_a_line_of_the_same_shape(mixed, capsys):
+    import json
+
+    assert main(["replay", "--json", str(mixed)]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["path"] for line in lines] == [str(mixed / n) for n in ("a_good.msgpack", "b_junk.msgpack",
+                                                                      "c_unknown_env.msgpack", "d_good.msgpack")]
+    assert [line["exact"] for line in lines] == [True, False, False, True]
+    assert all(line.keys() == lines[0].keys() for line in lines)
+    assert lines[0]["error"] is None and lines[0]["substeps"] == 200
+    assert "not a simuguard recording" in lines[1]["error"] and lines[1]["message"].startswith("not replayed: ")
+    assert "NameNotFound" in lines[2]["message"] and lines[2]["substeps"] is None
+
+
+def test_replay_without_recordings_is_a_usage_error(episode, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["replay", str(empty)]) == 2  # as `simuguard detect` for no input, not "diverged"
+    assert f"no recordings in {empty}" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path / "missing.msgpack"), str(episode)]) == 2  # the other one is replayed
+    out, err = capsys.readouterr()
+    assert "exact: 200 of 200" in out and f"{tmp_path / 'missing.msgpack'}: no such file or directory" in err
+
+
+class _SpoilRecordings(gym.Wrapper):
+    """Around the wrapped env of check_env: once episode 1 (seed 1) has started, something else
+    takes the name its recording was to have, so RecordPhysics cannot write it; once episode 2
+    has ended (the reset of seed 3), its recording's last byte is flipped."""
+
+    def __init__(self, env, directory):
+        super().__init__(env)
+        self.directory = directory
+
+    def reset(self, *, seed=None, options=None):
+        out = self.env.reset(seed=seed, options=options)
+        if seed == 1:
+            (self.directory / "episode_000001.msgpack").mkdir()
+        elif seed == 3:
+            path = self.directory / "episode_000002.msgpack"
+            data = bytearray(path.read_bytes())
+            data[-1] ^= 0xFF
+            path.write_bytes(bytes(data))
+        return out
+
+
+@pytest.mark.faults  # RecordPhysics reports the recording it could not write in info, as it should
+def test_conformance_matches_recordings_to_episodes_by_seed(tmp_path):
+    from simuguard_gym import ArtifactMonitor
+    from simuguard_gym.conformance import check_env
+
+    report = check_env(lambda: gym.make("InvertedPendulum-v5"), tmp_path, episodes=4, steps=10,
+                       wrap=lambda env, out: _SpoilRecordings(ArtifactMonitor(RecordPhysics(env, out)), out))
+    first, missing, spoilt, last = report.episodes
+    assert [e.seed for e in report.episodes] == [0, 1, 2, 3]
+    assert first.recording == str(tmp_path / "episode_000000.msgpack") and first.replay_exact
+    assert last.recording == str(tmp_path / "episode_000003.msgpack") and last.replay_exact, last.replay
+    assert load_recording(last.recording).header["seed"] == 3 and last.recorded_substeps > 0
+    assert missing.recording is None and not missing.replay_exact
+    assert spoilt.recording == str(tmp_path / "episode_000002.msgpack") and "checksum" in spoilt.read_error
+    failures = report.failures()
+    assert "episode seed 1: no recording" in failures
+    assert any(f.startswith("episode seed 2: its recording cannot be read") for f in failures)
+    assert not any(f.startswith(("episode seed 0", "episode seed 3")) for f in failures), failures
+    assert any("IsADirectoryError" in f for f in failures)  # RecordPhysics' own error when it could not write
+
+
+def test_recordings_are_matched_by_their_header_and_replayed_one_by_one(tmp_path):
+    from simuguard_gym.conformance import _replays, match_recordings
+
+    env = RecordPhysics(gym.make("InvertedPendulum-v5"), tmp_path)
+    env.action_space.seed(0)
+    for seed in (5, 6, 7):
+        env.reset(seed=seed)
+        for _ in range(5):
+            env.step(env.action_space.sample())
+    env.close()
+    five, six, seven = map(str, env.paths)
+    junk = tmp_path / "junk.msgpack"
+    junk.write_bytes(b"")
+    matched, stray = match_recordings([seven, str(junk), five, six], [4, 5, 7])
+    assert matched == [None, five, seven]
+    assert len(stray) == 2 and "junk.msgpack: its header cannot be read" in stray[0]
+    assert stray[1] == f"recording {six}: holds seed 6, which no episode was reset with"
+    second = f"recording {five}: a second recording of seed 5 (the first is {five})"
+    assert match_recordings([five, five], [5]) == ([five], [second])
+    for fresh in (False, True):
+        results = _replays([five, str(junk), seven], None, fresh)
+        assert [r["exact"] for r in results] == [True, False, True], results
+        assert "empty file" in results[1]["message"], results

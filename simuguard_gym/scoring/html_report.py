@@ -11,7 +11,7 @@ import html
 import io
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,9 +24,12 @@ WINDOW = (0.3, 0.5)
 
 
 def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path,
-                      link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None
-                      ) -> list[Path]:
+                      link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None,
+                      skipped: Sequence[str] = ()) -> list[Path]:
     """``report.html`` and its PNGs in ``out``; returns the paths written.
+
+    ``skipped`` names the files the table left out, each with the reason (the ``skipped`` list of
+    :func:`simuguard_gym.scoring.report.report`); the page lists them under the table.
 
     ``link_speeds(recording, lo, hi)`` returns (substeps, speed) of the fastest robot link (the
     recordings don't keep the robot: :func:`simuguard_gym.replay.link_speeds.robot_link_speeds`
@@ -56,7 +59,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     for path in sorted(Path(directory).glob("*.msgpack")):
         try:
             rec = load_recording(path, allow_partial=True)
-        except (RecordingError, OSError):  # named by the table's report (scoring.report.episodes_in)
+        except (RecordingError, OSError):  # in the table's skipped list (scoring.report.episodes_in), listed below it
             continue
         events = ((rec.footer or {}).get("detector") or {}).get("events")
         if events is None and rec.substeps:
@@ -73,7 +76,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
                    f"peak {event['peak_speed']:.2f} m/s")
         save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption)
     page = out / "report.html"
-    page.write_text(_page(rows, figures))
+    page.write_text(_page(rows, figures, skipped))
     written.insert(0, page)
     return written
 
@@ -151,7 +154,7 @@ def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any], link_speeds: Calla
     return fig
 
 
-def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]]) -> str:
+def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], skipped: Sequence[str] = ()) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
@@ -160,6 +163,8 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]]) -> 
         f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td><td>{pct(r['as_run'])}</td>"
         f"<td>{pct(r['replay'])}</td><td>{pct(r['excluded'])}</td><td>{pct(r['lower'])}-{pct(r['upper'])}</td></tr>"
         for r in rows)
+    left_out = (f"<p>Not scored: {len(skipped)} file(s) could not be read.</p><ul>"
+                + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>") if skipped else ""
     images = "".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>" for name, caption, png in figures)
@@ -170,5 +175,5 @@ figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#44
 <h1>simuguard report</h1>
 <p>Success rates in percent. Rep.: as run. Replay: flagged episodes replaced by their verified reruns.
 Excl.: episodes without a contact artifact. Bounds: every flagged episode fails / passes.</p>
-<table>{header}{body}</table>{images}</body></html>
+<table>{header}{body}</table>{left_out}{images}</body></html>
 """

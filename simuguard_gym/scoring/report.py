@@ -12,7 +12,7 @@ import csv
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.format import RecordingError
@@ -32,7 +32,8 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
             rec = load_recording(path)
         except (RecordingError, OSError) as error:
             if skipped is not None:
-                skipped.append(f"{path}: {error}")
+                text = str(error)  # a recording error names its file already
+                skipped.append(text if text.startswith(f"{path}: ") else f"{path}: {text}")
             continue
         footer = rec.footer or {}
         if footer.get("success") is None:
@@ -96,8 +97,10 @@ def format_table(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison | None = None) -> list[Path]:
-    """``report.csv`` and ``report.json`` in ``out``."""
+def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison | None = None,
+                 skipped: Sequence[str] = ()) -> list[Path]:
+    """``report.csv`` and ``report.json`` in ``out``; the JSON names the ``skipped`` files too
+    (those :func:`report` could not read, each with the reason)."""
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "report.csv", out / "report.json"
     fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
@@ -106,7 +109,8 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    json_path.write_text(json.dumps({"tasks": rows, "paired": paired.to_dict() if paired else None}, indent=2))
+    json_path.write_text(json.dumps({"tasks": rows, "paired": paired.to_dict() if paired else None,
+                                     "skipped": list(skipped)}, indent=2))
     return [csv_path, json_path]
 
 
