@@ -135,10 +135,11 @@ def test_substeps_that_bypass_the_hooks_are_reported_never_a_silent_empty_record
     env.close()
     errors = steps[0][-1][INFO_KEY]["errors"]
     assert {e["where"] for e in errors} == {"substeps", "monitor.substeps"}
-    assert all("the env ran 4 substeps in this step and 0 reached the hooks" in e["message"] for e in errors)
+    assert all("4 of the 4 substeps the env ran this episode did not reach the hooks" in e["message"]
+               for e in errors)
     rec = load_recording(env.env.paths[0])
     assert rec.substeps == 0 and rec.footer["env_substeps"] == 12
-    assert rec.lost["last_good_substep"] == -1 and "0 reached the hooks" in rec.lost["reason"]
+    assert rec.lost["last_good_substep"] == -1 and "did not reach the hooks" in rec.lost["reason"]
     assert not replay(rec, env_fn=CapturedStep).exact
 
 
@@ -206,3 +207,55 @@ def test_an_engine_count_reset_mid_episode_is_no_loss(tmp_path):
     assert all(s[-1][INFO_KEY]["errors"] == [] for s in steps)
     rec = load_recording(env.paths[0])
     assert rec.substeps == 20 and rec.footer["env_substeps"] is None and rec.lost is None  # unknown, not lost
+
+
+class BlowsUpEarly(LooksUpStep):
+    """An unstable simulation in its second step: MuJoCo itself resets the data inside mj_step
+    (its substep count starts again from 0), early enough that the count after the reset exceeds
+    the one before it."""
+
+    steps = 0
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        if self.steps == 2:
+            self.data.qvel[:] = 1e12  # beyond mjMAXVAL: mj_checkVel resets the data
+        return LooksUpStep.step(self, action)
+
+
+def test_mujocos_own_reset_of_an_unstable_simulation_is_no_loss(tmp_path):
+    env = RecordPhysics(BlowsUpEarly(), tmp_path)
+    env.reset(seed=0)
+    steps = [env.step(np.zeros(1)) for _ in range(4)]
+    env.close()
+    assert env.unwrapped.data.warning[mujoco.mjtWarning.mjWARN_BADQVEL].number == 1  # MuJoCo did reset
+    assert all(s[-1][INFO_KEY]["errors"] == [] for s in steps)
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 16 and rec.footer["env_substeps"] is None and rec.lost is None  # unknown, not lost
+
+
+@pytest.mark.faults
+def test_substeps_that_bypass_the_hooks_between_env_steps_are_reported(tmp_path):
+    env = RecordPhysics(LooksUpStep(), tmp_path)
+    env.reset(seed=0)
+    first = env.step(np.zeros(1))
+    original_mj_step(env.unwrapped.model, env.unwrapped.data)  # a captured reference, between steps
+    second = env.step(np.zeros(1))
+    env.close()
+    assert first[-1][INFO_KEY]["errors"] == []
+    assert [e["message"].split(":")[0] for e in second[-1][INFO_KEY]["errors"]] == [
+        "1 of the 9 substeps the env ran this episode did not reach the hooks"]
+    rec = load_recording(env.paths[0])
+    assert rec.lost is not None and rec.footer["env_substeps"] == 9
+
+
+def test_hooked_substeps_between_env_steps_are_recorded_and_counted(tmp_path):
+    env = RecordPhysics(LooksUpStep(), tmp_path)
+    env.reset(seed=0)
+    env.step(np.zeros(1))
+    mujoco.mj_step(env.unwrapped.model, env.unwrapped.data, 2)  # a user's own substeps, hooked
+    *_, info = env.step(np.zeros(1))
+    env.close()
+    assert info[INFO_KEY] == {"substeps": 10, "errors": []}
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 10 and rec.footer["env_substeps"] == 10 and rec.lost is None

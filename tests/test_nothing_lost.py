@@ -97,6 +97,30 @@ def test_a_full_disk_never_reaches_the_env_and_leaves_what_fitted(record_dir, mo
         assert rec.lost is not None and rec.header["env"]["id"] == "simuguard_gym/MujocoScene-v0"
 
 
+@pytest.mark.faults
+def test_a_disk_that_fills_at_an_episode_the_user_resets_is_named_in_the_reset_info(record_dir, monkeypatch):
+    """Episodes an evaluation harness ends by its own reset (no termination, no time limit): what
+    fails in finishing their file is in the info of that reset, not only in the log."""
+    from simuguard_gym.recording import writer
+
+    original = writer.RecordingWriter.__init__
+
+    def on_a_full_disk(self, path, header):
+        original(self, path, header)
+        self._file = FullDisk(self._file, room=0)  # the header is on disk already; nothing more fits
+
+    monkeypatch.setattr(writer.RecordingWriter, "__init__", on_a_full_disk)
+    env = RecordPhysics(make_contact_scene(), record_dir)
+    env.reset(seed=0)
+    steps = [env.step(env.action_space.sample()) for _ in range(30)]  # less than a chunk: no write yet
+    _, info = env.reset(seed=1)
+    env.close()
+    assert all(step[-1][INFO_KEY]["errors"] == [] for step in steps)
+    assert any("No space left on device" in e["message"] for e in info[INFO_KEY]["errors"])
+    rec = load_recording(next(record_dir.glob(f"*{PARTIAL_SUFFIX}")), allow_partial=True)
+    assert rec.substeps == 0 and rec.header["seed"] == 0
+
+
 class EjectedCan(MujocoSceneEnv):
     """A can created inside the floor and thrown out in every episode (a contact artifact on every
     MuJoCo version), with a success signal and a scripted policy, for audits."""

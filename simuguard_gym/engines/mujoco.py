@@ -78,7 +78,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
                  location: MujocoLocation | None = None) -> None:
         if not isinstance(model, mujoco.MjModel) or not isinstance(data, mujoco.MjData):
             raise TypeError("MujocoAdapter needs a mujoco.MjModel and a mujoco.MjData")
-        self.hooks = SubstepHooks()
+        self.hooks = SubstepHooks(on_listening=self._listening)
         self.task_spec: Any = None
         #: The env the adapter was found on (None: a raw model and data), and where in it the
         #: MjData is: refresh() follows that path after a reset (robosuite builds a new MjData).
@@ -87,7 +87,6 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         self._bind(model, data)
         # The model as built: what an env changes in it later goes into each recording.
         self._model_arrays = mujoco_model.ModelArrays(model)
-        mujoco_hooking.attach(self)
 
     # ------------------------------------------------------------------ binding and hooks
     @classmethod
@@ -136,19 +135,26 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
 
     def refresh(self) -> None:
         """Follow the env to the MjData it steps now (robosuite builds a new one on hard reset)."""
-        if self._location is None:
-            return
-        location = self._location.follow(self._owner)
-        self._location = location
-        if location.data is not self.data or location.model is not self.model:
-            mujoco_hooking.release(self, self.data)
-            self._bind(location.model, location.data)
-        mujoco_hooking.attach(self)
+        if self._location is not None:
+            location = self._location.follow(self._owner)
+            self._location = location
+            if location.data is not self.data or location.model is not self.model:
+                mujoco_hooking.release(self, self.data)
+                self._bind(location.model, location.data)
+        if self.hooks.listeners:
+            mujoco_hooking.attach(self)
 
     def detach(self) -> None:
         """Stop hooking this scene's substeps (once no adapter is attached, the ``mujoco``
-        module's own step functions are back)."""
+        module's own step functions are back); the hooks detach by themselves when their last
+        listener goes."""
         mujoco_hooking.release(self, self.data)
+
+    def _listening(self, listening: bool) -> None:
+        if listening:
+            mujoco_hooking.attach(self)
+        else:
+            self.detach()
 
     def engine_substeps(self) -> int:
         """Substeps MuJoCo itself counted on this MjData since its last reset (``mj_step`` and
@@ -156,24 +162,20 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         return int(self._step_timer.number)
 
     def step(self, nstep: int = 1) -> None:
-        """Advance a raw scene by ``nstep`` substeps with the listeners called around each (the
-        same as ``mujoco.mj_step(model, data, nstep)`` while the adapter is attached)."""
+        """Advance a raw scene by ``nstep`` substeps with the listeners called around each (every
+        one a "start": listeners look for writes before each)."""
         for _ in range(nstep):
             self.run_substep(False, None)
 
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         """Run one substep as the env did (whole, or split with writes between the halves)."""
-        model, data, hooks = self.model, self.data, self.hooks
-        if split:
-            mujoco_hooking.mj_step1(model, data)
-            if apply_mid is not None:
-                apply_mid()
-            hooks.before("split")
-            mujoco_hooking.mj_step2(model, data)
-        else:
-            hooks.before("start")
-            mujoco_hooking.mj_step(model, data)
-        hooks.after()
+        if not split:
+            self.hooks.around("start", mujoco_hooking.mj_step, self.model, self.data)
+            return
+        mujoco_hooking.mj_step1(self.model, self.data)
+        if apply_mid is not None:
+            apply_mid()
+        self.hooks.around("split", mujoco_hooking.mj_step2, self.model, self.data)
 
     def split_late_components(self) -> frozenset[str]:
         return self.SPLIT_LATE_COMPONENTS
@@ -289,9 +291,8 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
     def state_rows(self, *, decoding_only: bool = False) -> StateRows:
         """MuJoCo's own memory (two memcpys per substep) where its layout checks out, else rows
         filled by ``mj_getState``. ``decoding_only``: rows of the components that decoding reads
-        (``DECODE_COMPONENTS``; the others read as 0), a sixth of Lift's 2 KB. Timed in place the
-        copy costs the same; side by side, rows of Lift's first 256 bytes ran ~1.4 us per substep
-        cheaper (robosuite's own step slowed less by what the copies read and write)."""
+        (``DECODE_COMPONENTS``; the others read as 0), a sixth of Lift's 2 KB: robosuite's own step
+        slows less by what smaller copies read and write."""
         rows = state_rows_of(self.model, self.data, self._layout,
                                   self.DECODE_COMPONENTS if decoding_only else None)
         return rows if rows is not None else StateRows(self.read_state, self.state_size)

@@ -4,7 +4,8 @@
 looked up when called: ``mujoco.mj_step(m, d, nstep)`` (Gymnasium's ``MujocoEnv``,
 Gymnasium-Robotics, Meta-World, dm_control's ``Physics``, a user's raw loop) or ``mj_step1`` /
 ``mj_step2`` (robosuite's ``MjSim`` with ``lite_physics``, dm_control's legacy step). While an
-adapter is attached, ``mj_step`` and ``mj_step2`` on the module are replaced by functions that
+adapter is attached (from its first listener to its last), ``mj_step`` and ``mj_step2`` on the
+module are replaced by functions that
 run the same C calls, one substep at a time, with the hooks of the ``MjData``'s adapter around
 each; a call on any other ``MjData`` goes straight through. ``mj_step(m, d, nstep=n)`` is n
 calls of ``mj_step(m, d)`` inside MuJoCo too, so the physics is bit for bit the same (the tests
@@ -21,16 +22,25 @@ wrappers compare that count with what reached the hooks at every env step.
 >>> model = mujoco.MjModel.from_xml_string(
 ...     '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>')
 >>> data = mujoco.MjData(model)
->>> adapter = MujocoAdapter(model, data)     # attaching installs the hooks
->>> mujoco.mj_step(model, data, nstep=3)     # the env's own call, now with hooks around each substep
->>> adapter.engine_substeps()
+>>> adapter = MujocoAdapter(model, data)
+>>> class Count:
+...     n = 0
+...     def before_substep(self, phase): pass
+...     def after_substep(self): self.n += 1
+...     def hook_failed(self, where, error): pass
+>>> counter = Count(); adapter.hooks.add(counter)   # the first listener installs the hooks
+>>> mujoco.mj_step(model, data, nstep=3)   # the env's own call, now with hooks around each substep
+>>> counter.n, adapter.engine_substeps()
+(3, 3)
+>>> adapter.hooks.remove(counter)          # the last listener gone: this MjData steps unhooked
+>>> mujoco.mj_step(model, data); counter.n  # (and once no adapter listens, mujoco's own functions are back)
 3
->>> adapter.detach()                          # the last adapter gone: mujoco's own functions again
 """
 
 from __future__ import annotations
 
 import operator
+import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -38,6 +48,8 @@ from typing import Any, Protocol
 
 import mujoco
 import mujoco._functions
+
+from simuguard_gym.physics.hooks import SubstepHooks
 
 #: MuJoCo's own step functions, as the module had them when simuguard was imported.
 mj_step = mujoco.mj_step
@@ -49,14 +61,23 @@ class HookedScene(Protocol):
     """What the interposed functions need of an adapter: its MjData and its hooks."""
 
     data: mujoco.MjData
-    hooks: Any
+    hooks: SubstepHooks
 
 
 # id(MjData) -> a weak reference to the adapter whose hooks run around its substeps: an env
-# dropped without close() takes its adapter with it, and the entry goes (see _forget). The
+# dropped without close() takes its adapter with it once collected, and the entry goes (see _forget). The
 # adapter's ``data`` is compared by identity, so a reused id of a collected MjData never matches.
 _ATTACHED: dict[int, "weakref.ref[HookedScene]"] = {}
 _LOCK = threading.RLock()  # installing and restoring the module's functions (also from a GC callback)
+
+
+def _new_lock() -> None:
+    # A fork while another thread held the lock (a GC callback) would leave it held in the child.
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock)
 
 
 def _adapter_of(d: mujoco.MjData) -> HookedScene | None:
@@ -75,12 +96,12 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
         return mj_step(m, d, nstep)  # MuJoCo's own error for a bad argument
     if n < 1:
         return mj_step(m, d, n)
-    hooks = adapter.hooks
-    _substep(hooks, "start", mj_step, m, d)
+    around = adapter.hooks.around
+    around("start", mj_step, m, d)
     for _ in range(n - 1):
         # Between two substeps of one call no code outside simuguard runs: nothing can have
         # written the state, and listeners may skip reading it.
-        _substep(hooks, "continue", mj_step, m, d)
+        around("continue", mj_step, m, d)
 
 
 def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
@@ -89,21 +110,7 @@ def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
         return mj_step2(m, d)
     # One look at the state per split substep: what was written before mj_step1 and between the
     # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
-    _substep(adapter.hooks, "split", mj_step2, m, d)
-
-
-def _substep(hooks, kind: str, advance, m: mujoco.MjModel, d: mujoco.MjData) -> None:
-    # Listeners catch their own errors; the try is a second net that costs nothing until used
-    # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
-    try:
-        hooks.before(kind)
-    except Exception as error:  # noqa: BLE001 - never raise into the env
-        hooks.escaped(f"before_substep({kind})", error)
-    advance(m, d)
-    try:
-        hooks.after()
-    except Exception as error:  # noqa: BLE001
-        hooks.escaped("after_substep", error)
+    adapter.hooks.around("split", mj_step2, m, d)
 
 
 _REPLACED = {"mj_step": (mj_step, _hooked_step), "mj_step2": (mj_step2, _hooked_step2)}
@@ -138,11 +145,6 @@ def _forget(key: int, ref: Any) -> None:
             for module in (mujoco, mujoco._functions):
                 if getattr(module, name) is hooked:
                     setattr(module, name, original)
-
-
-def installed() -> bool:
-    """Whether the ``mujoco`` module's step functions are simuguard's now."""
-    return mujoco.mj_step is _hooked_step
 
 
 # ---------------------------------------------------------------------------------------- finding

@@ -74,11 +74,11 @@ class SapienAdapter(BodyTableMixin):
     def __init__(self, scene: Any, *, owner: Any = None) -> None:
         if not isinstance(_system_of(scene), physx.PhysxCpuSystem):
             raise TypeError("SapienAdapter needs a sapien.Scene (or a ManiSkill3 scene) on the PhysX CPU backend")
-        self.hooks = SubstepHooks()
+        self.hooks = SubstepHooks(on_listening=self._listening)
         self.task_spec: Any = None
         self._owner = owner
         self._patched: Any = None
-        self._scene_steps = 0  # calls of the scene's step, hooked or not (see engine_substeps)
+        self._scene_steps = 0  # calls of the scene's step while hooked (see engine_substeps)
         self._bind(scene)
 
     @classmethod
@@ -121,24 +121,17 @@ class SapienAdapter(BodyTableMixin):
         self._cmass: np.ndarray | None = None
         self._tracked_mask = np.zeros(len(self._components), bool)
         self._robot_mask = np.zeros(len(self._components), bool)
-        self._patch(scene)
+        if self.hooks.listeners:
+            self._patch(scene)
 
     def _patch(self, scene: sapien.Scene) -> None:
         if self._patched is scene:
             return
-        hooks, step = self.hooks, type(scene).step
+        around, step = self.hooks.around, type(scene).step
 
         def hooked_step() -> None:
             self._scene_steps += 1
-            try:  # a second net around listeners that catch their own errors: the substep runs once
-                hooks.before("start")
-            except Exception as error:  # noqa: BLE001 - never raise into the env
-                hooks.escaped("before_substep(start)", error)
-            step(scene)
-            try:
-                hooks.after()
-            except Exception as error:  # noqa: BLE001
-                hooks.escaped("after_substep", error)
+            around("start", step, scene)
 
         scene.step = hooked_step
         self._patched = scene
@@ -152,11 +145,21 @@ class SapienAdapter(BodyTableMixin):
         elif len(self._system.rigid_dynamic_components) != len(self._dynamics):
             self.detach()
             self._bind(self.scene)  # bodies were added or removed
+        elif self.hooks.listeners:
+            self._patch(self.scene)
 
     def detach(self) -> None:
+        """Put the scene's own ``step`` back (the hooks detach by themselves when their last
+        listener goes)."""
         if self._patched is not None:
             self._patched.__dict__.pop("step", None)
             self._patched = None
+
+    def _listening(self, listening: bool) -> None:
+        if listening:
+            self._patch(self.scene)
+        else:
+            self.detach()
 
     def step(self, nstep: int = 1) -> None:
         """Advance the scene by ``nstep`` substeps with the listeners called around each."""
@@ -166,9 +169,7 @@ class SapienAdapter(BodyTableMixin):
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         if split:
             raise ValueError("PhysX substeps are never split")
-        self.hooks.before("start")
-        type(self.scene).step(self.scene)
-        self.hooks.after()
+        self.hooks.around("start", type(self.scene).step, self.scene)
 
     def split_late_components(self) -> frozenset[str]:
         return frozenset()

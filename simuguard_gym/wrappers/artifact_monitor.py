@@ -25,8 +25,8 @@ logger = logging.getLogger(__name__)
 ON_ARTIFACT = ("ignore", "truncate")
 
 #: Quiet substeps wait to be decoded for at most this much simulated time (and at most three
-#: quarters of the substeps the tap holds): decoding costs a fixed ~1 ms per batch inside
-#: robosuite's step, and only the flags of quiet substeps come late by it, never an event.
+#: quarters of the substeps the tap holds): decoding costs a fixed amount per batch, and only
+#: the flags of quiet substeps come late by it, never an event.
 MAX_DEFERRED_SECONDS = 2.0
 
 #: A substep counts as quiet while every monitored object's speed bound stays this fraction under
@@ -88,27 +88,28 @@ class ArtifactMonitor(gym.Wrapper):
         self.detector: ArtifactDetector | None = None
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
-        self._audit = SubstepAudit(self.adapter)
+        self._audit = SubstepAudit(self.adapter, seen=lambda: self.tap.substep)
 
     # ------------------------------------------------------------------ gymnasium API
     # The env's own calls run unguarded (its exceptions are its own); simuguard's parts run under
     # guarded(): what fails there is in info["simuguard"]["errors"] and ends detection.
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
+        known = len(self._errors)
         guarded(self._on_hook_error, "monitor.reset", self._finish_episode)
+        ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._reported, self.detector = [], 0, None
         self._checked, self._checked_drain = 0, self.tap.drains  # waiting substeps already speed-checked
         guarded(self._on_hook_error, "monitor.reset", self._start_episode)
-        return obs, with_simuguard(info, **self._fields())
+        fields = self._fields()
+        fields["errors"] = ending + fields["errors"]
+        return obs, with_simuguard(info, **fields)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         watching = self.tap.active
-        if watching:
-            self._audited("before", lambda: self._audit.before_step(self.tap.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
-        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(watching, terminated or truncated),
-                substep=self._substep())
+        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(watching, terminated or truncated))
         fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             truncated = True
@@ -117,8 +118,10 @@ class ArtifactMonitor(gym.Wrapper):
 
     def close(self) -> None:
         guarded(self._on_hook_error, "monitor.close", self._finish_episode)
-        super().close()  # an inner RecordPhysics writes its footer (with our events) first
-        guarded(self._on_hook_error, "monitor.close", self._detach)
+        try:
+            super().close()  # an inner RecordPhysics writes its footer (with our events) first
+        finally:
+            guarded(self._on_hook_error, "monitor.close", self._detach)
 
     def _start_episode(self) -> None:
         self.adapter.refresh()
@@ -135,24 +138,19 @@ class ArtifactMonitor(gym.Wrapper):
             gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
             pieces=CollisionPieces.of_scene(self.adapter), stage=self.adapter.stage_box(),
             task_bodies=task_bodies(self.adapter.task_spec))
-        self._audit.start_episode()
+        self._audit.start_episode()  # after the tap's start: its count begins there
 
     def _after_step(self, watching: bool, ended: bool) -> None:
         if watching and self.tap.active:
-            self._audited("after", self._check_substeps)
+            guarded(self._on_hook_error, "monitor.substeps", self._check_substeps, substep=self.tap.substep)
         self._decode_due()
         if ended:
             self._finish_episode()
 
     def _detach(self) -> None:
-        self.adapter.hooks.remove(self.tap)
         if self in self.adapter.hooks.annotators:
             self.adapter.hooks.annotators.remove(self)
-        if not self.adapter.hooks.listeners:
-            self.adapter.detach()
-
-    def _substep(self) -> int:
-        return guarded(lambda error: None, "monitor.substep", lambda: self.tap.substep, default=0)
+        self.adapter.hooks.remove(self.tap)
 
     # ------------------------------------------------------------------ recordings (RecordPhysics)
     def recording_header(self) -> dict[str, Any]:
@@ -166,16 +164,9 @@ class ArtifactMonitor(gym.Wrapper):
 
     # ------------------------------------------------------------------ internals
     def _check_substeps(self) -> None:
-        lost = self._audit.after_step(self.tap.substep)
+        lost = self._audit.check()
         if lost is not None:
             self._on_hook_error(HookError(self.tap.substep, "monitor.substeps", "LostSubsteps", lost))
-
-    def _audited(self, when: str, call: Any) -> None:
-        try:
-            call()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            self._audit.stop()
-            self._on_hook_error(HookError.capture(self.tap.substep, f"monitor.substeps ({when} the step)", error))
 
     def _feed(self, pose: Any, vel: Any, contacts: ContactPairs) -> None:
         if self.detector is not None and not self.detector.finished:

@@ -16,6 +16,7 @@ from simuguard_gym.identify.prior import Prior
 from simuguard_gym.identify.result import IdentificationResult
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.wrappers.info_key import with_simuguard
+from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class ParamIdentify(gym.Wrapper):
         #: the last episode's result (None before the first episode ends)
         self.result: IdentificationResult | None = None
         self._errors: list[dict[str, Any]] = []
+        self._audit = SubstepAudit(self.adapter, seen=lambda: self.probe.samples)
+        self._lost: str | None = None  # substeps that missed the probe this episode
 
     # The env's own calls run unguarded; simuguard's parts under guarded() (see RecordPhysics).
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -88,24 +91,31 @@ class ParamIdentify(gym.Wrapper):
         return obs, reward, terminated, truncated, with_simuguard(info, errors=list(self._errors), **fields)
 
     def close(self) -> None:
-        super().close()
-        guarded(self._record, "identify.close", self._detach)
+        try:
+            super().close()
+        finally:
+            guarded(self._record, "identify.close", lambda: self.adapter.hooks.remove(self.probe))
 
     def _start_episode(self) -> None:
+        self._lost = None
         self.adapter.refresh()
         self.probe.start_episode()
+        self._audit.start_episode()
+
+    def _check_substeps(self) -> None:
+        lost = self._audit.check()
+        if lost is not None and self._lost is None:
+            self._lost = lost
+            message = f"{lost}: this episode is not identified (its samples have a hole)"
+            self._record(HookError(self.probe.samples, "identify.substeps", "LostSubsteps", message))
 
     def _after_step(self, ended: bool) -> dict[str, Any]:
-        fields = {"params": self._identify()} if ended else {}
+        guarded(self._record, "identify.substeps", self._check_substeps)
+        fields = {"params": self._identify() if self._lost is None else None} if ended else {}
         for where, error in self.probe.errors:
             self._errors.append(HookError.capture(self.probe.samples, where, error).to_dict())
         self.probe.errors.clear()
         return fields
-
-    def _detach(self) -> None:
-        self.adapter.hooks.remove(self.probe)
-        if not self.adapter.hooks.listeners:
-            self.adapter.detach()
 
     def _record(self, error: HookError) -> None:
         self._errors.append(error.to_dict())

@@ -85,7 +85,7 @@ class RecordPhysics(gym.Wrapper):
         self._errors: list[dict[str, Any]] = []
         #: What the current recording lost of its episode first (the footer's ``incomplete``).
         self._loss: dict[str, Any] | None = None
-        self._audit = SubstepAudit(self.adapter)
+        self._audit = SubstepAudit(self.adapter, seen=lambda: self.recorder.substep)
         self._steps = 0
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
         #: Paths of the recordings finished so far, oldest first.
@@ -104,18 +104,18 @@ class RecordPhysics(gym.Wrapper):
     # simuguard's parts under guarded(): what fails there is in info["simuguard"]["errors"].
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
+        known = len(self._errors)
         guarded(self._on_hook_error, "reset", lambda: self._finish(ended="reset", success=None, terminated=False,
                                                                    truncated=False))
+        ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
         if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
             guarded(self._on_hook_error, "reset", self._abandon)
-        return obs, with_simuguard(info, substeps=0, errors=list(self._errors))
+        return obs, with_simuguard(info, substeps=0, errors=ending + self._errors)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         recording = self._writer is not None
-        if recording:
-            self._audited("substeps", lambda: self._audit.before_step(self.recorder.substep))
         obs, reward, terminated, truncated, info = self.env.step(action)
         fields = guarded(self._on_hook_error, "step", lambda: self._after_step(recording, info, terminated, truncated),
                          default={})
@@ -125,14 +125,14 @@ class RecordPhysics(gym.Wrapper):
     def close(self) -> None:
         guarded(self._on_hook_error, "close", lambda: self._finish(ended="close", success=None, terminated=False,
                                                                    truncated=False))
-        guarded(self._on_hook_error, "close", self._detach)
+        guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         super().close()
 
     def _after_step(self, recording: bool, info: dict[str, Any], terminated: bool, truncated: bool) -> dict[str, Any]:
         if not recording:
             return {"substeps": self.recorder.substep if self.recorder.active else 0}
         self._steps += 1
-        self._audited("substeps", self._check_substeps)
+        guarded(self._on_hook_error, "substeps", self._check_substeps, substep=self.recorder.substep)
         self._step_ends.append(self.recorder.substep)
         fields: dict[str, Any] = {"substeps": self.recorder.substep}
         if terminated or truncated:
@@ -142,33 +142,19 @@ class RecordPhysics(gym.Wrapper):
                 fields["recording"] = str(path)
         return fields
 
-    def _detach(self) -> None:
-        self.adapter.hooks.remove(self.recorder)
-        if not self.adapter.hooks.listeners:
-            self.adapter.detach()
-
     def _check_substeps(self) -> None:
-        lost = self._audit.after_step(self.recorder.substep)
+        lost = self._audit.check()
         if lost is not None and self.recorder.active:
             first = self._step_ends[-1] if self._step_ends else 0
             message = f"{lost}: the recording stops here (a recording with a hole cannot replay)"
             self._on_recorder_error(HookError(first, "substeps", "LostSubsteps", message))
             self.recorder.finish()  # what was recorded before the hole is written
 
-    def _audited(self, where: str, call: Any) -> None:
-        """A substep audit call; one that fails stops the audit for the episode (its counts
-        could no longer be compared)."""
-        try:
-            call()
-        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            self._audit.stop()
-            self._on_hook_error(HookError.capture(self.recorder.substep, where, error))
-
     # ------------------------------------------------------------------ episode files
     def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
-        self._audit.start_episode()
         self.adapter.refresh()
         self.recorder.start_episode()
+        self._audit.start_episode()
         header = header_for(
             self.adapter, self.recorder,
             env=_describe_env(self.env),
