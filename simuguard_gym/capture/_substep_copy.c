@@ -1,8 +1,8 @@
 /* A substep listener's copies in one C call: the state spans of a substep into a row, and its
  * contact records and constraint forces onto a stage.
  *
- * Inside robosuite's env.step every Python-level operation of a per-substep hook costs 0.3-0.5 us
- * whatever the bytes it moves; the copies themselves take ~0.1 us. This object does them all as
+ * Inside robosuite's env.step every Python-level operation of a per-substep hook costs several
+ * times what the bytes it moves take to copy. This object does them all as
  * one call (the substep hooks call it directly), and calls back into Python only when a batch is
  * full or a substep's contacts would not fit the stage's buffers.
  *
@@ -12,8 +12,8 @@
  * by field as a ctypes Structure (CopyBinding); binding_layout() gives this file's offsets and
  * sizes, which the Python side compares with its own before it binds anything.
  * Built as an optional extension (setup.py); without it the listeners' Python hooks make the same
- * copies. capture/native.py imports it and binds it to a listener, and
- * MujocoAdapter.bind_substep_copy hands it MuJoCo's addresses.
+ * copies. capture/native.py imports it and binds it to a listener, with MuJoCo's addresses from
+ * the adapter's copy_sources() (engines/mujoco_contacts.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

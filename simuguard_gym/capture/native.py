@@ -22,6 +22,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from simuguard_gym.capture.rows import SpanRows
+from simuguard_gym.physics.adapter import DeclaresCopySources, PhysicsAdapter
+from simuguard_gym.physics.hooks import report_failure
+from simuguard_gym.physics.state import StateRows
+
 logger = logging.getLogger(__name__)
 
 MAX_SPANS = 8
@@ -76,10 +81,6 @@ def new_substep_copy() -> Any:
     if SubstepCopy is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
         return None
     return SubstepCopy()
-from simuguard_gym.capture.rows import SpanRows
-from simuguard_gym.physics.adapter import DeclaresCopySources, PhysicsAdapter
-from simuguard_gym.physics.hooks import report_failure
-from simuguard_gym.physics.state import StateRows
 
 
 class NativeFill:
@@ -112,7 +113,6 @@ class NativeFill:
         self.copy: Any = new_substep_copy() if enabled else None
         self.bound = False
         self._on_full, self._on_before = on_full, on_before
-        self._before_owners: tuple[Any, ...] = ()
         if self.copy is not None:
             self.copy.forward(on_full, on_before)
             self.copy.active = False
@@ -142,7 +142,6 @@ class NativeFill:
         if copy is None:
             return
         self._forward()  # first: nothing is lost if binding fails
-        self._before_owners = ()
         if not isinstance(adapter, DeclaresCopySources) or not isinstance(state_rows, SpanRows) \
                 or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
             return
@@ -166,8 +165,7 @@ class NativeFill:
             phase_bytes = np.frombuffer(phases, np.uint8)
             owners = (before_rows, phases, phase_bytes)
             b.before_rows, b.phases, b.whole, b.split = before_rows.ctypes.data, phase_bytes.ctypes.data, whole, split
-        copy.bind(bytes(b), self._on_full, (rows, stage, sources.owners, owners))
-        self._before_owners = owners
+        copy.bind(bytes(b), self._on_full, (rows, stage, sources.owners, owners))  # C keeps the owners alive
         self.bound = True
 
     def _forward(self) -> None:

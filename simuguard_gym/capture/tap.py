@@ -81,7 +81,7 @@ class SubstepTap(NativeFillMixin):
         a.read_state(self.initial_state)
         self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
         self._state_rows = a.state_rows(decoding_only=True)  # the rows are only ever decoded
-        # The rows and their copy targets (made once, not per substep; ~1 ms per 1024 rows) are
+        # The rows and their copy targets (made once, not per substep: costly for many rows) are
         # kept across episodes while they fit: a drained batch leaves nothing in them.
         key = (self.max_batch, self._state_rows.targets_key)
         if self._kept_rows is None or self._kept_rows[0] != key:

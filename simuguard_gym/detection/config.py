@@ -16,13 +16,13 @@ from typing import Any
 class DetectorConfig:
     """Thresholds of the contact-artifact detector.
 
-    The defaults are the paper's (Section B.5) plus three improvements, each switchable:
+    The defaults are the paper's (Section B.5) plus four improvements, each switchable:
     ``robot_contact_carrier`` (a robot link touching the object is a carrier too: a finger that
     flicks an object explains it), ``carrier_through_peak`` (a carrier's speed counts until the
     object's peak, not only before onset: a pusher still accelerating at onset explains what it
     carries) and ``speed_gain`` (a fourth stage: the object must leave the contact faster than
     it arrived, by ``gain_ratio``; a bounce or a knock that only turns it is not an ejection).
-    A fourth, ``off_stage``, keeps bodies that the benchmark parks far from the task (robosuite's
+    And ``off_stage`` keeps bodies that the benchmark parks far from the task (robosuite's
     ``clear_objects`` stacks unused objects at one point 10 m away, where they are thrown apart)
     from being artifacts: an event whose body is more than ``offstage_margin`` outside the stage
     box (the robot and the static scene) just before onset says ``off_stage`` and is no artifact,

@@ -164,6 +164,11 @@ class DecodesInFork(Protocol):
 
     decodes_in_fork: bool
 
+    def new_contact_stage(self, reuse: Any = None, *, memory: Any = None) -> Any:
+        """As :meth:`PhysicsAdapter.new_contact_stage`; with ``memory`` (a records and a forces
+        buffer in shared memory) a stage that fills them first, so that the forked process sees
+        what was staged (and takes over bytes that outgrew them through the stage's handoff)."""
+
 
 @dataclass(frozen=True)
 class CopySources:

@@ -57,7 +57,7 @@ class SpeedBound:
     def may_exceed(self, values: np.ndarray, limit: float) -> bool:
         """Whether any body may be faster than ``limit`` after any of n states, given their
         ``elements`` (n, len(elements)); a NaN counts as fast. Three numpy calls: this runs per
-        env step, where each call costs several microseconds (robosuite's Lift: 5 us a call)."""
+        env step, where each call costs several microseconds inside robosuite's step."""
         if not values.size:  # no substeps, or no bodies to bound (a scene without free objects)
             return False
         if self.unbounded is not None:

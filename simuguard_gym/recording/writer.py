@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -57,8 +56,6 @@ class RecordingWriter:
         self._sha = hashlib.sha256()
         self._chunks = 0
         self.substeps = 0
-        # Chunks may come from a recorder's worker thread while error records come from the env's.
-        self._lock = threading.Lock()
         self._write("header", {"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header})
         # Out of Python's buffer before the first substep runs: a process killed at any later
         # point leaves the seed, the env and the initial state readable in the .partial file.
@@ -74,14 +71,12 @@ class RecordingWriter:
         self._sha.update(record)
 
     def write_chunk(self, columns: dict[str, np.ndarray], *, first: int, n: int) -> None:
-        with self._lock:
-            self._write_record(pack_chunk(columns, index=self._chunks, first=first, n=n), index=self._chunks,
-                               first=first, n=n)
+        self._write_record(pack_chunk(columns, index=self._chunks, first=first, n=n), index=self._chunks,
+                           first=first, n=n)
 
     def write_packed_chunk(self, record: bytes, *, index: int, first: int, n: int) -> None:
         """Write a chunk record made by :func:`pack_chunk` elsewhere (a recorder's helper process)."""
-        with self._lock:
-            self._write_record(record, index=index, first=first, n=n)
+        self._write_record(record, index=index, first=first, n=n)
 
     def _write_record(self, record: bytes, *, index: int, first: int, n: int) -> None:
         if first != self.substeps or index != self._chunks:
@@ -95,18 +90,16 @@ class RecordingWriter:
         self._file.flush()
 
     def write_error(self, error: dict[str, Any]) -> None:
-        with self._lock:
-            self._write("error", error)
-            self._file.flush()
+        self._write("error", error)
+        self._file.flush()
 
     def close(self, footer: dict[str, Any]) -> Path:
         """Write the footer, make the file durable and give it its final name."""
-        with self._lock:
-            payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
-            self._file.write(pack_record("footer", payload))
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
+        self._file.write(pack_record("footer", payload))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
         os.replace(self.partial_path, self.path)
         return self.path
 
