@@ -11,6 +11,8 @@ file``, and ``pip check`` says nothing.
 'mujoco 3.3.0 is installed beside mujoco-core'
 >>> mujoco_mismatch("4.0.0", "4.0.0", "4.0.0") is None
 True
+>>> mujoco_mismatch("4.1.0", "4.0.0", None) is None   # no exact pin to compare with
+True
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def mujoco_mismatch(mujoco: str | None, core: str | None, wanted_core: str | Non
     the installed mujoco requires, None if it requires none), or None when they fit."""
     if mujoco is None or core is None or core == wanted_core:
         return None
+    if wanted_core is None and int(re.match(r"\d*", mujoco).group() or 0) >= 4:
+        return None  # a MuJoCo 4 whose metadata pins no exact core (a range, a source build): cannot tell
     return (f"mujoco {mujoco} is installed beside mujoco-core {core}, which it does not use"
             + (f" (it needs mujoco-core {wanted_core})" if wanted_core else "")
             + ": a package that pins another MuJoCo was installed after MuJoCo 4 and left mujoco-core "

@@ -1,5 +1,6 @@
-"""Engine adapters: the only modules that import a simulator (the contract they implement is
-simuguard_gym.physics.adapter)."""
+"""Engine adapters: how simuguard's wrappers bind a simulator (the contract they implement is
+simuguard_gym.physics.adapter). The other packages that import one are listed, with why, in
+tests/test_layout.py."""
 
 from simuguard_gym.engines.base import adapter_for
 

@@ -245,12 +245,6 @@ def _contact_record() -> tuple[np.dtype, int]:
                      "itemsize": stride}), stride
 
 
-
-
-
-
-
-
 def _local_contact_force(con: np.ndarray, efc: np.ndarray, efc_start: np.ndarray, pyramidal: bool,
                          rows: int) -> np.ndarray:
     """Contact-frame force (normal, tangent1, tangent2) of each contact, as mj_contactForce."""

@@ -4,7 +4,6 @@ MjData), a cheap bound of their speeds, and the stage box around the robot and t
 
 from __future__ import annotations
 
-
 import mujoco
 import numpy as np
 
