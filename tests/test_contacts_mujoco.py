@@ -11,6 +11,7 @@ import pytest
 from conftest import CONTACT_SCENE_XML
 from simuguard_gym.engines.mujoco import MujocoAdapter
 from simuguard_gym.capture.recorder import SubstepRecorder
+from simuguard_gym.physics.adapter import ContactStage
 
 
 def reference_pairs(model, data, robot):
@@ -57,6 +58,7 @@ def test_merged_pairs_match_mj_contact_force(cone, condim):
         if step % 50 != 49:
             continue
         stage = adapter.new_contact_stage()
+        assert isinstance(stage, ContactStage)
         adapter.capture_contacts(stage)
         adapter.read_state(state[0])
         merged = adapter.decode_contacts(stage, state)

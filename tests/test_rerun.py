@@ -29,7 +29,7 @@ def test_timeconst_rerun_lowers_the_ejection_in_mujoco(inside_floor):
     """The can 30 mm inside the floor with a 2-substep time constant: with MuJoCo's default
     20 ms from the start, it comes out slowly and stays."""
     result = rerun(inside_floor, "timeconst=0.02@can", switch="start", success_fn=can_in_place)
-    assert result.prefix_exact and result.switch_substep == 0
+    assert result.prefix_exact and result.switch_substep == 0 and result.substeps > 0
     assert result.peak_speed < 0.7 * result.recorded_peak_speed
     assert result.success is True
     unchanged = rerun(inside_floor, "timeconst=0.004@can", switch="start", success_fn=can_in_place)
@@ -51,6 +51,19 @@ def test_altered_prefix_is_unverified_and_not_counted(inside_floor):
     assert not result.prefix_exact and result.divergence.substep == 0
     episode = Episode(success=False, artifact=True, rerun_success=result.success, rerun_verified=result.verified)
     assert score([episode]).replay_corrected is None  # no verified rerun: nothing to correct with
+
+
+def test_a_rerun_whose_capture_fails_claims_nothing(inside_floor, monkeypatch):
+    """A rerun compares states only, staging each substep without contacts: when that fails the
+    prefix went unchecked, and the rerun says so instead of calling it exact."""
+    from simuguard_gym.capture.stage import RecordStage
+
+    def fails(self):
+        raise MemoryError("no room to stage")
+
+    monkeypatch.setattr(RecordStage, "add_empty", fails)
+    with pytest.raises(RuntimeError, match="rerun hook failed at substep 0: MemoryError"):
+        rerun(inside_floor, "timeconst=0.02@can", switch="start", success_fn=can_in_place)
 
 
 def test_interventions_parse_and_refuse_what_the_engine_lacks(inside_floor):
@@ -88,6 +101,7 @@ def test_depenetration_rerun_flips_the_physx_false_contact(tmp_path):
     found = info["simuguard"]["rerun"]
     rec = load_recording(info["simuguard"]["recording"])
     assert found["prefix_exact"] and found["success"] is True
+    assert found["substeps"] > found["switch_substep"]  # every substep of the rerun was captured and checked
     assert found["switch_substep"] == rec.footer["detector"]["events"][0]["onset_substep"] - 25
     assert found["peak_speed"] < 1.0 < 3.0 < found["recorded_peak_speed"]
     assert rerun(rec, "mass=can:0.1").peak_speed > 2.0  # a heavier can is thrown all the same (paper D.3)

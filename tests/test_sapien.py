@@ -14,6 +14,7 @@ import sapien.physx as physx  # noqa: E402
 import simuguard_gym.envs  # noqa: E402,F401
 from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording, replay  # noqa: E402
 from simuguard_gym.engines.sapien import SapienAdapter  # noqa: E402
+from simuguard_gym.physics.adapter import ContactStage  # noqa: E402
 from simuguard_gym.wrappers.info_key import INFO_KEY  # noqa: E402
 
 ARTIFACT_SEED = 116  # PhysX 5.3.1 reports a 21 mm overlap of pieces 4.7 mm apart and throws the can
@@ -100,6 +101,7 @@ def test_body_states_and_contacts_follow_the_engine():
     box.set_angular_velocity(np.array([0, 0, 2.0], np.float32))
     adapter = SapienAdapter(scene)
     stage = adapter.new_contact_stage()
+    assert isinstance(stage, ContactStage)
     states = np.empty((40, adapter.state_size))
     for k in range(40):
         scene.step()  # the hooked step

@@ -519,6 +519,10 @@ class SapienContactStage:
         self.counts: list[int] = []
         self.nbytes = 0
 
+    def add_empty(self) -> None:
+        """Stage a substep without contacts."""
+        self.counts.append(0)
+
 
 _NO_MOTION = (np.nan,) * 9
 

@@ -32,6 +32,24 @@ from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 
 
 @runtime_checkable
+class ContactStage(Protocol):
+    """An engine's buffer of the raw contacts of consecutive substeps, awaiting a decode by its
+    adapter (:meth:`PhysicsAdapter.new_contact_stage`): what the recorder and the tap use of it."""
+
+    #: One entry per staged substep (its contact count).
+    counts: list[int]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes staged (a listener decodes early when they grow large)."""
+
+    def clear(self) -> None: ...
+
+    def add_empty(self) -> None:
+        """Stage a substep without contacts (a replay that compares states only)."""
+
+
+@runtime_checkable
 class PhysicsAdapter(Protocol):
     """What the recorder, detector and replay need from an engine (see module docstring)."""
 
@@ -87,10 +105,10 @@ class PhysicsAdapter(Protocol):
     def set_body_table(self, table: BodyTable) -> None:
         """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
 
-    def new_contact_stage(self, reuse: Any = None) -> Any:
-        """An engine-defined buffer for raw contacts of consecutive substeps; it has ``counts`` (a list,
-        one entry per staged substep), ``nbytes`` and ``clear()``. ``reuse``: a stage from an
-        earlier episode, returned cleared when it is of this engine (its buffers stay allocated)."""
+    def new_contact_stage(self, reuse: Any = None) -> ContactStage:
+        """An engine-defined buffer for raw contacts of consecutive substeps. ``reuse``: a stage
+        from an earlier episode, returned cleared when it is of this engine (its buffers stay
+        allocated)."""
 
     def capture_contacts(self, stage: Any) -> None:
         """Stage this substep's contacts; cheap, called after every substep."""

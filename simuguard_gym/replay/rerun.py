@@ -163,9 +163,14 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
         recorder.finish()
     finally:
         adapter.hooks.remove(recorder)
+    if recorder.errors:  # the prefix went unchecked from there on: nothing to claim about it
+        first = recorder.errors[0]
+        raise RuntimeError(f"rerun hook failed at substep {first.substep}: {first.type}: {first.message}")
     result.substeps = recorder.substep
     first = checker.first
     result.divergence = first if first is not None and first.substep < at else None
+    if result.divergence is None and result.substeps < at:
+        result.divergence = Divergence(result.substeps, "length", detail="the rerun ended before its switch")
     lost = rec.lost
     if lost is not None and result.divergence is None and at > int(lost["last_good_substep"]):
         # The switch lies past a hole in the recording: the prefix cannot have been verified.
