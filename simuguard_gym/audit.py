@@ -27,7 +27,7 @@ from simuguard_gym import __version__
 from simuguard_gym.import_spec import load_callable
 from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
 from simuguard_gym.recording.reader import load_recording
-from simuguard_gym.replay.interventions import Intervention
+from simuguard_gym.replay.interventions import Intervention, default_intervention
 
 logger = logging.getLogger(__name__)
 
@@ -175,11 +175,6 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
     finally:
         env.close()
     return summaries
-
-
-def default_intervention(engine: str) -> str:
-    """The rerun's change where the run names none."""
-    return "depenetration=1.0" if engine == "sapien-physx" else "timeconst=0.02"
 
 
 def missing_reruns(out: Path, seeds: list[int]) -> list[int]:

@@ -13,6 +13,7 @@ from simuguard_gym import __version__
 from simuguard_gym.import_spec import load_callable
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.replay.interventions import DEFAULTS
 
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
 
@@ -52,8 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
     p.add_argument("file")
-    p.add_argument("--intervention", required=True,
-                   help="e.g. depenetration=1.0, timeconst=0.008, mass=can:0.1, iterations=32, offset=0.001")
+    p.add_argument("--intervention",
+                   help="e.g. depenetration=1.0, timeconst=0.1, dampratio=2, mass=can:0.1, iterations=32, offset=0.001 "
+                   "(default: the engine's, " + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
+    p.add_argument("--mode", choices=("auto", "substeps", "actions"), default="auto",
+                   help="substeps: the recorded actuation substep by substep, scored by the env's check (the "
+                   "paper's); actions: the recorded actions through the env's step, scored by its info; auto "
+                   "(default): the way the recording was scored")
     p.add_argument("--switch", choices=("before-onset", "start"), default="before-onset")
     p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
     p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
@@ -85,8 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="MODULE:CALLABLE taking an observation, or 'scripted' (the built-in tasks' expert)")
     p.add_argument("--sb3", help="a Stable-Baselines3 model .zip to act with (instead of --policy)")
     p.add_argument("--out", required=True, help="directory of the run (resumed if it holds this run)")
-    p.add_argument("--intervention", help="the rerun's change (default: depenetration=1.0 on PhysX, "
-                   "timeconst=0.02 on MuJoCo)")
+    p.add_argument("--intervention", help="the rerun's change (default: the engine's, "
+                   + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
     p.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
     p.add_argument("--ray", metavar="ADDRESS", help="run episodes as Ray tasks: a cluster address, or auto "
                    "(RAY_ADDRESS's cluster, else a local one); --out must be visible to every node")
@@ -372,7 +378,13 @@ def _rerun(args: argparse.Namespace) -> int:
     from simuguard_gym.replay.rerun import rerun
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    result = rerun(args.file, args.intervention, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn)
+    change = args.intervention
+    if change is None:
+        from simuguard_gym.replay.interventions import default_intervention
+
+        change = default_intervention(load_recording(args.file).header.get("engine", ""))
+    result = rerun(args.file, change, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn,
+                   mode=args.mode)
     if args.json:
         print(json.dumps(result.to_dict()))
         return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
@@ -382,7 +394,13 @@ def _rerun(args: argparse.Namespace) -> int:
           + ("" if result.simulation_parameter else "  [not a simulation parameter]"))
     print(f"prefix     {'bit-exact' if result.prefix_exact else 'DIVERGED at ' + str(result.divergence)}"
           + ("" if result.prefix_exact else ": the rerun is not evidence"))
-    print(f"success    recorded {result.recorded_success}, rerun {result.success} ({result.substeps} substeps)")
+    for c in result.changes[:6]:
+        print(f"changed    {c['parameter']} of {c['element']}: {c['before']:g} -> {c['after']:g}")
+    if len(result.changes) > 6:
+        print(f"changed    ... {len(result.changes) - 6} more")
+    outcome = f"unscored ({result.unscored})" if result.unscored else f"{result.success} (from {result.success_source})"
+    print(f"success    recorded {result.recorded_success}, rerun {outcome}; {result.substeps} substeps, "
+          f"driven by {result.mode}")
     if result.body is not None:
         print(f"peak       {result.body}: {result.recorded_peak_speed:.2f} m/s as recorded, "
               f"{result.peak_speed:.2f} m/s in the rerun (after the switch)")

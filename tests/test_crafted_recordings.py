@@ -217,6 +217,13 @@ CASES = {
     "detector flags that are not a list": (_events(event, flags=3),
                                            ("footer at byte .*: detector must hold a list of events and a list "
                                             "of flags")),
+    # The actions a rerun steps the env with, one row per step.
+    "actions of fewer steps than the episode": (
+        _set("actions", {"dtype": "<f4", "shape": [1, 2], "data": bytes(8)}, "footer"),
+        "footer at byte .*: holds actions of 1 steps, the episode has"),
+    "actions that are no array": (_set("actions", [0.5, 0.5], "footer"), "footer actions: not an encoded array"),
+    "a success source that is a number": (_set("success_source", 1, "footer"),
+                                          "footer at byte .*: success_source must be a string or null"),
 }
 
 

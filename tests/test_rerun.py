@@ -32,8 +32,16 @@ def test_timeconst_rerun_lowers_the_ejection_in_mujoco(inside_floor):
     assert result.prefix_exact and result.switch_substep == 0 and result.substeps > 0
     assert result.peak_speed < 0.7 * result.recorded_peak_speed
     assert result.success is True
-    unchanged = rerun(inside_floor, "timeconst=0.004@can", switch="start", success_fn=can_in_place)
-    assert unchanged.peak_speed == unchanged.recorded_peak_speed  # the recorded value reproduces the recording
+    assert result.changes == [{"parameter": "geom_solref[0]", "element": "geom #1", "before": 0.004, "after": 0.02}]
+    with pytest.raises(ValueError, match=r"changes nothing: geom_solref\[0\] is already 0.004 on geom #1"):
+        rerun(inside_floor, "timeconst=0.004@can", switch="start", success_fn=can_in_place)
+
+
+@pytest.mark.parametrize("text", ["timeconst=inf", "depenetration=inf", "timeconst=nan", "iterations=0.5",
+                                  "iterations=0", "mass=can:-1"])
+def test_values_that_are_no_physics_are_refused(text):
+    with pytest.raises(ValueError, match="finite positive|whole number"):
+        Intervention.parse(text)
 
 
 def test_timeconst_below_two_substeps_is_floored_and_said(inside_floor):
@@ -70,7 +78,7 @@ def test_interventions_parse_and_refuse_what_the_engine_lacks(inside_floor):
     assert Intervention.parse("mass=can:0.1") == Intervention("mass", 0.1, ("can",))
     with pytest.raises(ValueError, match="unknown intervention 'gravity'"):
         Intervention.parse("gravity=1")
-    with pytest.raises(ValueError, match="needs a positive value"):
+    with pytest.raises(ValueError, match="needs a finite positive value"):
         Intervention.parse("timeconst=-1")
     with pytest.raises(ValueError, match="depenetration does not exist in mujoco"):
         rerun(inside_floor, "depenetration=1.0")
@@ -140,8 +148,11 @@ def test_depenetration_rerun_wrapper_changes_nothing_in_the_evaluation(tmp_path)
 
 def test_depenetration_rerun_refuses_what_cannot_work():
     xml, _ = scenes.created_inside_floor()
-    with pytest.raises(ValueError, match="depenetration does not exist in mujoco .MuJoCo: try timeconst"):
-        DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml))
+    with pytest.raises(ValueError, match=r"depenetration does not exist in mujoco \(on mujoco: timeconst="):
+        DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml), "depenetration=1.0")
+    env = DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml))  # the engine's default
+    assert env.intervention.name == "timeconst"
+    env.close()
 
 
 def test_report_of_a_mujoco_evaluation(tmp_path, capsys):

@@ -37,6 +37,7 @@ from simuguard_gym.engines.sapien_headless import headless  # noqa: F401 - publi
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, merge_contact_points, staged_counts
 from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.parameters import ParameterValue
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 from simuguard_gym.physics.vector_math import cross
 
@@ -342,8 +343,27 @@ class SapienAdapter(BodyTableMixin):
         return None
 
     # ------------------------------------------------------------------ interventions
+    def parameter_values(self, name: str, bodies: np.ndarray) -> list[ParameterValue]:
+        """The values intervention ``name`` on ``bodies`` (ids) writes, as they are now."""
+        names = self.body_table().names
+        labelled = [(f"body {names[int(b)]}", self._components[int(b)]) for b in bodies]
+        moving = [(label, c) for label, c in labelled if not isinstance(c, physx.PhysxRigidStaticComponent)]
+        if name == "depenetration":
+            return [ParameterValue("max_depenetration_velocity", label, float(c.max_depenetration_velocity))
+                    for label, c in moving]
+        if name == "mass":
+            return [ParameterValue("mass", label, float(c.mass)) for label, c in moving]
+        if name == "iterations":
+            return [ParameterValue("solver_position_iterations", label, float(c.solver_position_iterations))
+                    for label, c in moving if isinstance(c, physx.PhysxRigidDynamicComponent)]
+        if name == "offset":
+            return [ParameterValue("contact_offset", f"{label} shape {i}", float(shape.contact_offset))
+                    for label, c in labelled for i, shape in enumerate(c.collision_shapes)]
+        raise ValueError(f"{name} is not a PhysX parameter (PhysX takes depenetration, mass, iterations, offset)")
+
     def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
         """Change one physics parameter of ``bodies`` (ids) from now on; returns a note or None."""
+        self.parameter_values(name, bodies)  # refuses a name PhysX does not have
         components = [self._components[int(b)] for b in bodies]
         moving = [c for c in components if not isinstance(c, physx.PhysxRigidStaticComponent)]
         if name == "depenetration":
@@ -363,8 +383,6 @@ class SapienAdapter(BodyTableMixin):
             for c in components:
                 for shape in c.collision_shapes:
                     shape.set_contact_offset(float(value))
-        else:
-            raise ValueError(f"{name} is not a PhysX parameter (PhysX takes depenetration, mass, iterations, offset)")
         return None
 
     def clamp_speeds(self, bodies: np.ndarray, limit: float) -> None:

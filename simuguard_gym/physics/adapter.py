@@ -4,7 +4,7 @@ An adapter is the only object that knows a simulator. The recorder, the detector
 speak to it through :class:`PhysicsAdapter`; they never import an engine. What only some engines
 can do is a small protocol of its own, checked with ``isinstance``: :class:`RestorableModel`,
 :class:`DecodesQuietBatches`, :class:`DecodesInFork` and :class:`DeclaresCopySources` (MuJoCo),
-:class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN).
+:class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN); :class:`Intervenes` (both, for reruns).
 
 The contract in one paragraph: an adapter calls its listeners around every physics substep:
 ``before_substep(phase)`` then ``after_substep()``. The phase is ``"start"`` before a whole
@@ -28,6 +28,7 @@ import numpy as np
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.parameters import ParameterValue
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 
 
@@ -235,3 +236,19 @@ class HasLiveSpeeds(Protocol):
 
     def live_speeds(self, ids: np.ndarray) -> np.ndarray:
         """Centre-of-mass speeds of bodies ``ids`` as the engine holds them now."""
+
+
+@runtime_checkable
+class Intervenes(Protocol):
+    """An adapter that changes one physics parameter of some bodies from a substep on (a rerun's
+    intervention, named as in ``replay.interventions.KINDS``)."""
+
+    def parameter_values(self, name: str, bodies: np.ndarray) -> list[ParameterValue]:
+        """The current values that intervention ``name`` on ``bodies`` (ids) would set, one per
+        element it writes (a geom, a body, a collision shape, or the model's option)."""
+
+    def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
+        """Set intervention ``name`` to ``value`` on ``bodies`` from now on; a note or None."""
+
+    def clamp_speeds(self, bodies: np.ndarray, limit: float) -> None:
+        """Scale down the linear velocity of ``bodies`` faster than ``limit`` (m/s)."""

@@ -93,7 +93,7 @@ def encode_array(array: np.ndarray) -> dict[str, Any]:
     return {"dtype": dtype.str, "shape": list(array.shape), "data": array.astype(dtype, copy=False).tobytes()}
 
 
-_ALLOWED_DTYPES = {"<f8", "<f4", "<u8", "<u4", "<u2", "|u1", "<i8", "<i4", "<i2", "|i1", "|b1"}
+ALLOWED_DTYPES = {"<f8", "<f4", "<u8", "<u4", "<u2", "|u1", "<i8", "<i4", "<i2", "|i1", "|b1"}
 
 
 def decode_array(obj: Any, what: str, offset: int) -> np.ndarray:
@@ -102,7 +102,7 @@ def decode_array(obj: Any, what: str, offset: int) -> np.ndarray:
         raise CorruptRecordingError(f"{what}: not an encoded array (record at byte {offset})", offset)
     dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
     # A str first: a list or map as dtype would make the set look-up raise TypeError.
-    if not isinstance(dtype, str) or dtype not in _ALLOWED_DTYPES or not isinstance(data, bytes):
+    if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES or not isinstance(data, bytes):
         raise CorruptRecordingError(f"{what}: unsupported dtype {dtype!r} (record at byte {offset})", offset)
     # Dimensions bounded in number (numpy's reshape refuses more than 64) and each a plain int.
     if (not isinstance(shape, list) or len(shape) > MAX_DIMENSIONS

@@ -22,6 +22,7 @@ from simuguard_gym.recording.format import (
     MIN_SCHEMA_VERSION,
     RECORD_KINDS,
     SCHEMA_VERSION,
+    decode_array,
     CorruptRecordingError,
     NotARecordingError,
     TruncatedRecordingError,
@@ -72,6 +73,13 @@ class Recording:
             return {"reason": f"the env ran {ran} substeps and the file holds {self.substeps}",
                     "last_good_substep": min(ran, self.substeps) - 1}
         return None
+
+    @property
+    def actions(self) -> np.ndarray | None:
+        """The action of every env step (one row each, as the env received it), or None where
+        the recording does not keep them (``footer["actions_missing"]`` says why)."""
+        found = (self.footer or {}).get("actions")
+        return None if found is None else decode_array(found, f"{self.path}: footer actions", 0)
 
     @property
     def bodies(self) -> BodyTable:

@@ -253,6 +253,15 @@ def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, su
     ends = footer.get("step_substeps", [])
     if not isinstance(ends, list) or not all(_is_int(e) for e in ends):
         raise _fail(path, "footer", offset, "step_substeps must be a list of integers")
+    actions = footer.get("actions")
+    if actions is not None:  # decoded by Recording.actions; checked here once, with the step count
+        steps = decode_array(actions, f"{path}: footer actions", offset).shape[:1]
+        if steps != (footer.get("steps"),):
+            raise _fail(path, "footer", offset, f"holds actions of {steps[0] if steps else 0} steps, "
+                        f"the episode has {footer.get('steps')!r}")
+    source = footer.get("success_source")
+    if source is not None and not isinstance(source, str):
+        raise _fail(path, "footer", offset, f"success_source must be a string or null, not {source!r}")
     detector = footer.get("detector")
     if detector is not None and not (isinstance(detector, dict) and isinstance(detector.get("events", []), list)
                                      and isinstance(detector.get("flags", []), list)):

@@ -4,30 +4,48 @@ Each names one parameter and its value, optionally the bodies it applies to (def
 moving body that is not the robot). The string form is what ``simuguard rerun`` takes:
 
     depenetration=1.0        PhysX max depenetration velocity (m/s)
-    timeconst=0.008          MuJoCo contact time constant (s, solref[0]; MuJoCo floors it at 2 dt)
+    timeconst=0.1            MuJoCo contact time constant (s, solref[0]; MuJoCo floors it at 2 dt)
+    dampratio=2              MuJoCo contact damping ratio (solref[1]; 1 is critical damping)
     mass=can:0.1             a body's mass (kg; inertia scaled with it)
     iterations=32            solver iterations (PhysX position iterations / MuJoCo opt.iterations)
     offset=0.001             PhysX contact offset (m)
     margin=0.001             MuJoCo contact margin (m)
     speed_clamp=1.0          not a simulation parameter: bodies' speeds are clipped after each substep
 
-Bodies: ``name=value@body1,body2`` (``mass`` takes ``body:value``).
+Bodies: ``name=value@body1,body2`` (``mass`` takes ``body:value``). Values are finite and
+positive; iteration counts are whole numbers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: name -> (engines it exists in, unit, whether it is a simulation parameter)
 KINDS = {
     "depenetration": (("sapien-physx",), "m/s", True),
     "timeconst": (("mujoco",), "s", True),
+    "dampratio": (("mujoco",), "", True),
     "mass": (("mujoco", "sapien-physx"), "kg", True),
     "iterations": (("mujoco", "sapien-physx"), "", True),
     "offset": (("sapien-physx",), "m", True),
     "margin": (("mujoco",), "m", True),
     "speed_clamp": (("mujoco", "sapien-physx"), "m/s", False),
 }
+
+#: The rerun's change where none is named, per engine (docs/reruns.md has the measurements).
+DEFAULTS = {"sapien-physx": "depenetration=1.0", "mujoco": "timeconst=0.1"}
+
+
+def default_intervention(engine: str) -> str:
+    """The rerun's change where the run names none.
+
+    >>> default_intervention("sapien-physx")
+    'depenetration=1.0'
+    """
+    if engine not in DEFAULTS:
+        raise ValueError(f"no default intervention for engine {engine!r}; name one (e.g. mass=BODY:KG)")
+    return DEFAULTS[engine]
 
 
 @dataclass(frozen=True)
@@ -47,8 +65,10 @@ class Intervention:
     def __post_init__(self) -> None:
         if self.name not in KINDS:
             raise ValueError(f"unknown intervention {self.name!r}; known: {', '.join(KINDS)}")
-        if not self.value > 0 or self.value != self.value:
-            raise ValueError(f"intervention {self.name} needs a positive value, got {self.value!r}")
+        if not (math.isfinite(self.value) and self.value > 0):
+            raise ValueError(f"intervention {self.name} needs a finite positive value, got {self.value!r}")
+        if self.name == "iterations" and self.value != int(self.value):
+            raise ValueError(f"iterations counts solver iterations: a whole number, got {self.value!r}")
         if self.name == "mass" and len(self.bodies) != 1:
             raise ValueError("mass needs exactly one body: mass=BODY:KG")
 

@@ -135,7 +135,7 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     if isinstance(prepared, Divergence):
         result.divergence = prepared
         return result
-    adapter, state, result.initial_state_restored = prepared
+    adapter, state, result.initial_state_restored = prepared.adapter, prepared.state, prepared.initial_state_restored
 
     checker = _ChunkChecker(rec, contacts)
     recorder = SubstepRecorder(adapter, checker, snapshot_every=int(header["snapshot_every"]),
@@ -169,10 +169,19 @@ def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter
     return result
 
 
-def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes: list[str]
-            ) -> Divergence | tuple[PhysicsAdapter, np.ndarray, bool]:
-    """Reset ``env`` as recorded and check it is the recorded scene: the adapter, a state buffer
-    and whether the initial state had to be written back; or the divergence that stops it."""
+@dataclass
+class Prepared:
+    """An env reset as recorded: its adapter, a state buffer, and what had to be written back
+    because the reset did not reproduce the recorded episode."""
+
+    adapter: PhysicsAdapter
+    state: np.ndarray
+    initial_state_restored: bool
+    model_restored: bool
+
+
+def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes: list[str]) -> Divergence | Prepared:
+    """Reset ``env`` as recorded and check it is the recorded scene; or the divergence that stops it."""
     header = rec.header
     if rec.errors:
         notes.append(f"the recording holds {len(rec.errors)} hook error(s)")
@@ -184,7 +193,8 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     if adapter.engine_version != header.get("engine_version"):
         notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
                      f"replay {adapter.engine_version}")
-    if adapter.model_fingerprint() != header.get("model_fingerprint"):
+    model_restored = adapter.model_fingerprint() != header.get("model_fingerprint")
+    if model_restored:
         differing = _restore_model(adapter, header, notes)
         if adapter.model_fingerprint() != header.get("model_fingerprint"):
             detail = ("the rebuilt scene's model differs from the recorded one (seed not honoured, or different "
@@ -202,7 +212,7 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     if restored:
         adapter.write_state(recorded_initial.copy())
         notes.append("the reset did not reproduce the recorded initial state; it was written back")
-    return adapter, state, restored
+    return Prepared(adapter, state, restored, model_restored)
 
 
 def _restore_model(adapter: PhysicsAdapter, header: dict[str, Any], notes: list[str]) -> list[str]:

@@ -1,11 +1,22 @@
 """Reruns (SimuGuard 3.5, D.3): replay an episode with one physics parameter changed.
 
-The rerun rebuilds the env (from its spec or ``env_fn``, never the user's instance), replays the
-recorded actuation and between-step writes substep by substep, switches the intervention on at
-a chosen substep, and scores the outcome with the env's own success check at the end of each
-recorded env step, stopping at the first success as a benchmark's evaluator does. The prefix
-before the switch is verified bit for bit against the recording: a rerun whose prefix diverged
-is *unverified* and is never evidence.
+The rerun rebuilds the env (from its spec or ``env_fn``, never the user's instance), resets it
+as recorded and runs the episode again with the intervention switched on at a chosen substep.
+Two ways of driving it (``mode``):
+
+- ``"substeps"`` (the paper's): the recorded actuation and between-step writes are replayed
+  substep by substep, open loop; the outcome is the env's check (``_check_success``,
+  ManiSkill's ``evaluate()``, or ``success_fn(env)``) at the end of each recorded env step,
+  stopping at the first success as a benchmark's evaluator does.
+- ``"actions"``: the recorded actions go through the env's own ``step``, so its controller
+  reacts to the changed physics and its ``info`` reports the outcome, read from the same key as
+  the recording's; the rerun ends where the recording ended or where the env ends the episode.
+
+``"auto"`` (the default) scores a rerun with the signal the recording was scored with: through
+the env's ``step`` where the recorded outcome came from ``info`` and the actions are recorded,
+else substep by substep. Either way the prefix before the switch is verified bit for bit
+against the recording: a rerun whose prefix diverged is *unverified* and is never evidence; a
+rerun that cannot read an outcome of the recorded kind is *unscored* and says why.
 """
 
 from __future__ import annotations
@@ -17,20 +28,25 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.detection.offline import detect
-from simuguard_gym.physics.adapter import PhysicsAdapter
-from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.capture.recorder import SubstepRecorder
+from simuguard_gym.detection.offline import detect
+from simuguard_gym.outcome import CHECK, success_in_info
+from simuguard_gym.physics.adapter import Intervenes, PhysicsAdapter
+from simuguard_gym.physics.hooks import HookError
+from simuguard_gym.physics.parameters import ParameterValue, changes_between
+from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import Intervention
-from simuguard_gym.replay.replay import Divergence, _ChunkChecker, _drive, make_env, prepare
+from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, make_env, prepare
 
 SWITCHES = ("before_onset", "start")
+MODES = ("auto", "substeps", "actions")
 
 
 @dataclass
 class RerunResult:
-    """One rerun: where the intervention switched on, whether the prefix replayed exactly, and
-    the outcome. ``verified`` (prefix exact) decides whether it counts as evidence."""
+    """One rerun: where the intervention switched on, what it changed, whether the prefix
+    replayed exactly, and the outcome. ``verified`` (prefix exact) decides whether it counts as
+    evidence; ``unscored`` says why there is no outcome where there is none."""
 
     intervention: str
     switch: str
@@ -45,6 +61,11 @@ class RerunResult:
     divergence: Divergence | None = None  # the first prefix divergence, if any
     simulation_parameter: bool = True
     notes: list[str] = field(default_factory=list)
+    mode: str = "substeps"  # how it was driven: "substeps" or "actions" (see the module docstring)
+    success_source: str | None = None  # where its outcome was read: "info:<key>" or "check"
+    unscored: str | None = None  # why there is no outcome of the recorded kind
+    #: Each parameter the intervention set: {parameter, element, before, after}.
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -56,27 +77,35 @@ class RerunResult:
                 "substeps": self.substeps, "body": self.body, "peak_speed": self.peak_speed,
                 "recorded_peak_speed": self.recorded_peak_speed,
                 "divergence": str(self.divergence) if self.divergence else None,
-                "simulation_parameter": self.simulation_parameter, "notes": list(self.notes)}
+                "simulation_parameter": self.simulation_parameter, "notes": list(self.notes), "mode": self.mode,
+                "success_source": self.success_source, "unscored": self.unscored, "changes": list(self.changes)}
 
 
 def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervention | str, *,
           switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
-          success_fn: Callable[[gym.Env], bool] | None = None, adapter: PhysicsAdapter | None = None) -> RerunResult:
+          success_fn: Callable[[gym.Env], bool] | None = None, adapter: PhysicsAdapter | None = None,
+          mode: str = "auto") -> RerunResult:
     """Rerun a recorded episode with ``intervention`` from ``switch`` on.
 
     ``switch="before_onset"`` switches ``lead`` seconds before the onset of the episode's first
     contact artifact (from the recording's online events, else detected now); ``"start"`` from
-    the first substep. ``success_fn(env)`` replaces the env's own check (``_check_success``).
+    the first substep. ``mode`` chooses how the episode is driven and scored (module docstring);
+    ``success_fn(env)`` replaces the env's own outcome. An intervention that would leave every
+    value as it is raises ``ValueError`` naming the current value.
 
     >>> from simuguard_gym.replay import rerun
     >>> result = rerun("episode_000000.msgpack", "depenetration=1.0")   # doctest: +SKIP
     >>> result.prefix_exact, result.recorded_success, result.success    # doctest: +SKIP
     (True, False, True)
+    >>> result.changes[0]                                               # doctest: +SKIP
+    {'parameter': 'max_depenetration_velocity', 'element': 'body can', 'before': 1e+32, 'after': 1.0}
     """
     rec = recording if isinstance(recording, Recording) else load_recording(recording)
     change = intervention if isinstance(intervention, Intervention) else Intervention.parse(intervention)
     if switch not in SWITCHES:
         raise ValueError(f"switch must be one of {SWITCHES}, got {switch!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not lead >= 0:
         raise ValueError(f"lead must be >= 0 seconds, got {lead!r}")
     if not change.supported_by(rec.header.get("engine", "")):
@@ -88,15 +117,32 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
         at = max(0, int(event["onset_substep"]) - int(round(lead / rec.substep_dt)))
     else:
         at = 0
+    chosen = _mode_for(rec, mode, success_fn)
+    if chosen == "actions" and rec.actions is None:
+        raise ValueError("the recording keeps no actions to step the env with"
+                         f" ({(rec.footer or {}).get('actions_missing') or 'none recorded'}); use mode='substeps'")
     result = RerunResult(str(change), switch, at, prefix_exact=False, success=None,
                          recorded_success=(rec.footer or {}).get("success"), substeps=0,
-                         simulation_parameter=change.simulation_parameter)
+                         simulation_parameter=change.simulation_parameter, mode=chosen)
     env = env_fn() if env_fn is not None else make_env(rec.header)
     try:
         _rerun_in(env, rec, change, at, event, success_fn, adapter, result)
     finally:
         env.close()
     return result
+
+
+def _mode_for(rec: Recording, mode: str, success_fn: Callable[[gym.Env], bool] | None) -> str:
+    """The mode "auto" stands for: the recorded outcome's own source where it can be read again."""
+    if mode != "auto":
+        return mode
+    if success_fn is not None:
+        return "substeps"
+    source = (rec.footer or {}).get("success_source")
+    has_actions = (rec.footer or {}).get("actions") is not None
+    if has_actions and (source is None or source.startswith("info:")):
+        return "actions"
+    return "substeps"
 
 
 def _first_artifact(rec: Recording) -> dict[str, Any] | None:
@@ -113,15 +159,19 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
     if isinstance(prepared, Divergence):
         result.divergence = prepared
         return
-    adapter, state, _ = prepared
-    table = adapter.body_table()
-    if change.bodies:
-        missing = [n for n in change.bodies if n not in table.names]
-        if missing:
-            raise ValueError(f"{change}: no body {', '.join(missing)}; bodies: {', '.join(table.names)}")
-        bodies = np.array([table.names.index(n) for n in change.bodies])
-    else:
-        bodies = table.tracked
+    adapter = prepared.adapter
+    if change.simulation_parameter and not isinstance(adapter, Intervenes):
+        raise ValueError(f"{type(adapter).__name__} cannot change physics parameters")
+    bodies = _bodies_of(adapter, change)
+    values: list[ParameterValue] = []
+    if change.simulation_parameter:
+        values = adapter.parameter_values(change.name, bodies)
+        if not values:
+            raise ValueError(f"{change}: the bodies {', '.join(adapter.body_table().names[b] for b in bodies)} "
+                             f"have no {change.name} to change")
+        if all(v.value == change.value for v in values):
+            raise ValueError(f"{change} changes nothing: {values[0].parameter} is already {values[0].value:g} on "
+                             f"{', '.join(v.element for v in values[:4])}{' ...' if len(values) > 4 else ''}")
     tracked = list(rec.tracked)
     col = tracked.index(event["body_id"]) if event is not None and event["body_id"] in tracked else None
     result.body = event["body"] if event is not None else None
@@ -135,31 +185,27 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
         if col is not None:
             speeds.append(np.linalg.norm(columns["body_vel"][:n, col, :3], axis=1))
 
-    recorder = SubstepRecorder(adapter, sink, snapshot_every=int(rec.header["snapshot_every"]),
-                               chunk_substeps=int(rec.header["chunk_substeps"]), contacts=False)
-    step_ends = set((rec.footer or {}).get("step_substeps") or [])
-
-    def before(k: int) -> None:
-        if k == at:
-            note = None
-            if change.simulation_parameter:
-                note = adapter.apply_intervention(change.name, change.value, bodies)
+    def switch_on() -> None:
+        if change.simulation_parameter:
+            before = adapter.parameter_values(change.name, bodies)
+            note = adapter.apply_intervention(change.name, change.value, bodies)
             if note:
                 result.notes.append(note)
+            result.changes = [c.to_dict() for c in changes_between(before, adapter.parameter_values(change.name, bodies))]
 
-    def after(k: int) -> bool:
-        if k < at:
-            return False
-        if change.name == "speed_clamp":
+    def after_substep(k: int) -> None:
+        if k >= at and change.name == "speed_clamp":
             adapter.clamp_speeds(bodies, change.value)
-        if step_ends and (k + 1) not in step_ends:
-            return False
-        return bool(success_fn(env) if success_fn is not None else adapter.success())
 
+    recorder = SubstepRecorder(adapter, sink, snapshot_every=int(rec.header["snapshot_every"]),
+                               chunk_substeps=int(rec.header["chunk_substeps"]), contacts=False)
     adapter.hooks.add(recorder)
     try:
         recorder.start_episode()
-        _drive(adapter, rec, checker, False, state, before, after)
+        if result.mode == "actions":
+            _by_actions(env, rec, prepared, at, switch_on, after_substep, success_fn, result)
+        else:
+            _by_substeps(env, rec, prepared, checker, at, switch_on, after_substep, success_fn, result)
         recorder.finish()
     finally:
         adapter.hooks.remove(recorder)
@@ -177,12 +223,114 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
         result.divergence = Divergence(int(lost["last_good_substep"]) + 1, "recording",
                                        detail=f"incomplete: {lost['reason']}")
     result.prefix_exact = result.divergence is None
-    try:
-        result.success = bool(success_fn(env)) if success_fn is not None else adapter.success()
-    except Exception as error:  # noqa: BLE001 - reported, not fatal
-        result.notes.append(f"success check failed: {error}")
     if col is not None:
         rerun_speed = np.concatenate(speeds) if speeds else np.zeros(0)
         result.peak_speed = float(rerun_speed[at:].max(initial=0.0))
         recorded = np.linalg.norm(rec.columns["body_vel"][at:, col, :3], axis=1)
         result.recorded_peak_speed = float(recorded.max(initial=0.0))
+
+
+def _bodies_of(adapter: PhysicsAdapter, change: Intervention) -> np.ndarray:
+    table = adapter.body_table()
+    if not change.bodies:
+        return table.tracked
+    missing = [n for n in change.bodies if n not in table.names]
+    if missing:
+        raise ValueError(f"{change}: no body {', '.join(missing)}; bodies: {', '.join(table.names)}")
+    return np.array([table.names.index(n) for n in change.bodies])
+
+
+def _by_substeps(env: gym.Env, rec: Recording, prepared: Prepared, checker: _ChunkChecker, at: int,
+                 switch_on: Callable[[], None], after_substep: Callable[[int], None],
+                 success_fn: Callable[[gym.Env], bool] | None, result: RerunResult) -> None:
+    """The paper's rerun: recorded actuation substep by substep, scored by the env's check."""
+    adapter = prepared.adapter
+    step_ends = set((rec.footer or {}).get("step_substeps") or [])
+    result.success_source = "success_fn" if success_fn is not None else CHECK
+
+    def check() -> bool | None:
+        return bool(success_fn(env)) if success_fn is not None else adapter.success()
+
+    def before(k: int) -> None:
+        if k == at:
+            switch_on()
+
+    def after(k: int) -> bool:
+        if k < at:
+            return False
+        after_substep(k)
+        if step_ends and (k + 1) not in step_ends:
+            return False
+        return bool(check())
+
+    _drive(adapter, rec, checker, False, prepared.state, before, after)
+    try:
+        result.success = check()
+    except Exception as error:  # noqa: BLE001 - reported, not fatal
+        result.unscored = f"the success check failed: {type(error).__name__}: {error}"
+    if result.success is None and result.unscored is None:
+        result.unscored = ("the env has no success check (_check_success, evaluate()) to read after a substep "
+                           "replay; its outcome may be in the info of its step (mode='actions'), or pass success_fn")
+
+
+class _Switch:
+    """Counts the substeps the env's own step runs, switches the intervention on before substep
+    ``at`` and calls ``after(k)`` after each."""
+
+    def __init__(self, at: int, switch_on: Callable[[], None], after: Callable[[int], None]) -> None:
+        self.at, self.switch_on, self.after = at, switch_on, after
+        self.substep = 0
+        self.switched = False
+        self.errors: list[HookError] = []
+
+    def before_substep(self, phase: str) -> None:
+        if self.substep == self.at and not self.switched:
+            self.switched = True
+            self.switch_on()
+
+    def after_substep(self) -> None:
+        self.after(self.substep)
+        self.substep += 1
+
+    def hook_failed(self, where: str, error: BaseException) -> None:
+        self.errors.append(HookError.capture(self.substep, where, error))
+
+
+def _by_actions(env: gym.Env, rec: Recording, prepared: Prepared, at: int, switch_on: Callable[[], None],
+                after_substep: Callable[[int], None], success_fn: Callable[[gym.Env], bool] | None,
+                result: RerunResult) -> None:
+    """The recorded actions through the env's own step, scored by its info (or its check)."""
+    adapter = prepared.adapter
+    if prepared.model_restored or prepared.initial_state_restored:
+        # The physics was written back; what the env keeps outside it (a goal, a task) was not.
+        result.unscored = ("the env's reset did not reproduce the recorded episode (the recorded model or state "
+                           "was written back): its info would score another episode")
+    source = (rec.footer or {}).get("success_source")
+    switch = _Switch(at, switch_on, after_substep)
+    adapter.hooks.add(switch)
+    info: dict[str, Any] = {}
+    try:
+        for action in rec.actions:
+            *_, terminated, truncated, info = env.step(action.copy())
+            if terminated or truncated:
+                break
+    finally:
+        adapter.hooks.remove(switch)
+    if switch.errors:
+        first = switch.errors[0]
+        raise RuntimeError(f"rerun intervention failed at substep {first.substep}: {first.type}: {first.message}")
+    if not switch.switched and at < rec.substeps:
+        raise RuntimeError(f"the env's step ran {switch.substep} substeps, never reaching the switch at {at}")
+    found, found_source = success_in_info(info)
+    if success_fn is not None:
+        found, found_source = bool(success_fn(env)), "success_fn"
+    elif source == CHECK or (found is None and source is None):
+        found, found_source = adapter.success(), CHECK
+    elif source is not None and found_source != source:
+        found = None
+    result.success_source = found_source if found is not None else source
+    if found is None and result.unscored is None:
+        result.unscored = (f"the env's last step reported no {source.split(':', 1)[-1] if source else 'success'} "
+                           "in its info" + ("" if source else " and it has no success check"))
+    if result.unscored is None:
+        result.success = found

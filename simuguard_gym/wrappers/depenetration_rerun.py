@@ -13,7 +13,8 @@ import gymnasium as gym
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.replay.interventions import Intervention
-from simuguard_gym.replay.rerun import SWITCHES, rerun
+from simuguard_gym.replay.interventions import DEFAULTS, default_intervention
+from simuguard_gym.replay.rerun import MODES, SWITCHES, rerun
 from simuguard_gym.scoring.report import write_rerun
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
 from simuguard_gym.wrappers.guard import guarded
@@ -24,13 +25,18 @@ logger = logging.getLogger(__name__)
 
 
 class DepenetrationRerun(gym.Wrapper):
-    """At the end of an episode with a contact artifact, rerun it with ``intervention`` switched
+    """At the end of an episode with a contact artifact, rerun it with ``intervention`` (default:
+    the engine's, ``replay.interventions.DEFAULTS``) switched
     on (by default 0.1 s before the artifact's onset) and report the corrected outcome.
 
-    The final step's ``info["simuguard"]`` gains ``rerun`` (intervention, switch substep,
-    ``prefix_exact``, success, the object's peak speed after the switch) and
+    The final step's ``info["simuguard"]`` gains ``rerun`` (intervention, the values it changed,
+    switch substep, ``prefix_exact``, success, the object's peak speed after the switch) and
     ``corrected_success``: the rerun's outcome for an episode with an artifact whose rerun
-    replayed its prefix bit for bit, the recorded outcome otherwise. The env's own ``success`` /
+    replayed its prefix bit for bit, the recorded outcome for an episode without one or whose
+    rerun is unverified, and absent where the rerun could read no outcome of the recorded kind
+    (``rerun["unscored"]`` says why). The rerun is scored like the recording: through the env's
+    own ``step`` and ``info`` where its outcome came from ``info``, else by the env's check
+    after a substep-by-substep replay (``mode``, see :func:`~simuguard_gym.replay.rerun`). The env's own ``success`` /
     ``is_success`` keys are never touched, and the rerun runs in a fresh env built from the
     env's spec (or ``env_fn``), never in this one: the evaluation's episodes, RNG streams and
     results are those it would have without the wrapper.
@@ -50,15 +56,20 @@ class DepenetrationRerun(gym.Wrapper):
         (False, True)
     """
 
-    def __init__(self, env: gym.Env, intervention: str | Intervention = "depenetration=1.0", *,
+    def __init__(self, env: gym.Env, intervention: str | Intervention | None = None, *,
                  switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
-                 success_fn: Callable[[gym.Env], bool] | None = None, directory: str | Path | None = None) -> None:
+                 success_fn: Callable[[gym.Env], bool] | None = None, directory: str | Path | None = None,
+                 mode: str = "auto") -> None:
+        engine = adapter_for(env).engine
+        if intervention is None:
+            intervention = default_intervention(engine)
         change = intervention if isinstance(intervention, Intervention) else Intervention.parse(intervention)
         if switch not in SWITCHES:
             raise ValueError(f"switch must be one of {SWITCHES}, got {switch!r}")
-        engine = adapter_for(env).engine
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not change.supported_by(engine):
-            hint = " (MuJoCo: try timeconst=0.02)" if engine == "mujoco" else ""
+            hint = f" (on {engine}: {DEFAULTS[engine]})" if engine in DEFAULTS else ""
             raise ValueError(f"{change.name} does not exist in {engine}{hint}")
         spec = getattr(env.unwrapped, "spec", None)  # wrappers' specs need every wrapper to be re-creatable
         if env_fn is None and spec is None:
@@ -73,7 +84,7 @@ class DepenetrationRerun(gym.Wrapper):
             env = ArtifactMonitor(env)
         super().__init__(env)
         self.intervention, self.switch, self.lead = change, switch, float(lead)
-        self.env_fn, self.success_fn = env_fn, success_fn
+        self.env_fn, self.success_fn, self.mode = env_fn, success_fn, mode
         self._spec = spec
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -94,10 +105,14 @@ class DepenetrationRerun(gym.Wrapper):
         fields: dict[str, Any] = {"corrected_success": recorded, "rerun": None}
         if ours.get("artifact") and ours.get("recording"):
             result = rerun(ours["recording"], self.intervention, switch=self.switch, lead=self.lead,
-                           env_fn=self.env_fn or self._rebuild, success_fn=self.success_fn)
+                           env_fn=self.env_fn or self._rebuild, success_fn=self.success_fn, mode=self.mode)
             fields["rerun"] = result.to_dict()
+            if result.recorded_success is not None:
+                fields["corrected_success"] = result.recorded_success
             if result.verified and result.success is not None:
                 fields["corrected_success"] = result.success
+            elif result.verified:  # no outcome of the recorded kind: nothing to correct with
+                del fields["corrected_success"]
             write_rerun(ours["recording"], fields["rerun"])  # for `simuguard report` (replay-corrected scores)
         return fields
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from simuguard_gym.outcome import success_from_info
+
+__all__ = ["INFO_KEY", "success_from_info", "with_simuguard"]
+
 INFO_KEY = "simuguard"
 
 
@@ -20,14 +24,3 @@ def with_simuguard(info: dict[str, Any], **fields: Any) -> dict[str, Any]:
     merged.update(fields)
     out[INFO_KEY] = merged
     return out
-
-
-def success_from_info(info: dict[str, Any]) -> bool | None:
-    """The env's own success signal, under the names benchmarks use."""
-    for key in ("success", "is_success"):
-        if key in info:
-            try:
-                return bool(info[key])
-            except (TypeError, ValueError):
-                return None
-    return None

@@ -22,7 +22,9 @@ from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, hea
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.task_spec import TaskSpec
 from simuguard_gym.wrappers.guard import guarded
-from simuguard_gym.wrappers.info_key import success_from_info, with_simuguard
+from simuguard_gym.outcome import CHECK, success_in_info
+from simuguard_gym.recording.actions import ActionLog
+from simuguard_gym.wrappers.info_key import with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class RecordPhysics(gym.Wrapper):
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.recorder.substep)
         self._steps = 0
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
+        self._actions = ActionLog()  # the episode's actions, for a rerun through the env's own step
         #: Paths of the recordings finished so far, oldest first.
         self.paths: list[Path] = []
         self._next_name: str | None = None
@@ -110,6 +113,7 @@ class RecordPhysics(gym.Wrapper):
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
+        self._actions = ActionLog()
         if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
             guarded(self._on_hook_error, "reset", self._abandon)
         return obs, with_simuguard(info, substeps=0, errors=ending + self._errors)
@@ -117,8 +121,8 @@ class RecordPhysics(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         recording = self._writer is not None
         obs, reward, terminated, truncated, info = self.env.step(action)
-        fields = guarded(self._on_hook_error, "step", lambda: self._after_step(recording, info, terminated, truncated),
-                         default={})
+        fields = guarded(self._on_hook_error, "step",
+                         lambda: self._after_step(recording, action, info, terminated, truncated), default={})
         fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
 
@@ -128,16 +132,19 @@ class RecordPhysics(gym.Wrapper):
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         super().close()
 
-    def _after_step(self, recording: bool, info: dict[str, Any], terminated: bool, truncated: bool) -> dict[str, Any]:
+    def _after_step(self, recording: bool, action: Any, info: dict[str, Any], terminated: bool, truncated: bool
+                    ) -> dict[str, Any]:
         if not recording:
             return {"substeps": self.recorder.substep if self.recorder.active else 0}
         self._steps += 1
+        self._actions.add(action)
         guarded(self._on_hook_error, "substeps", self._check_substeps, substep=self.recorder.substep)
         self._step_ends.append(self.recorder.substep)
         fields: dict[str, Any] = {"substeps": self.recorder.substep}
         if terminated or truncated:
-            path = self._finish(ended="terminated" if terminated else "truncated", success=self._success(info),
-                                terminated=bool(terminated), truncated=bool(truncated))
+            success, source = self._success(info)
+            path = self._finish(ended="terminated" if terminated else "truncated", success=success,
+                                terminated=bool(terminated), truncated=bool(truncated), success_source=source)
             if path is not None:
                 fields["recording"] = str(path)
         return fields
@@ -212,17 +219,20 @@ class RecordPhysics(gym.Wrapper):
             except Exception:  # noqa: BLE001 - the error is in info anyway; the file may be what failed
                 logger.exception("could not write the error record")
 
-    def _success(self, info: dict[str, Any]) -> bool | None:
-        found = success_from_info(info)
+    def _success(self, info: dict[str, Any]) -> tuple[bool | None, str | None]:
+        """The episode's outcome and its source (see :mod:`simuguard_gym.outcome`)."""
+        found, source = success_in_info(info)
         if found is not None:
-            return found
+            return found, source
         try:
-            return self.adapter.success()
+            checked = self.adapter.success()
         except Exception as error:  # noqa: BLE001
             self._on_hook_error(HookError.capture(self.recorder.substep, "success", error))
-            return None
+            return None, None
+        return checked, None if checked is None else CHECK
 
-    def _finish(self, *, ended: str, success: bool | None, terminated: bool, truncated: bool) -> Path | None:
+    def _finish(self, *, ended: str, success: bool | None, terminated: bool, truncated: bool,
+                success_source: str | None = None) -> Path | None:
         writer = self._writer
         if writer is None:
             return None
@@ -238,7 +248,8 @@ class RecordPhysics(gym.Wrapper):
             self.recorder.finish()
             footer = {"steps": self._steps, "success": success, "terminated": terminated,
                       "truncated": truncated, "ended": ended, "errors": len(self._errors),
-                      "step_substeps": list(self._step_ends), "env_substeps": self._audit.env_substeps}
+                      "step_substeps": list(self._step_ends), "env_substeps": self._audit.env_substeps,
+                      "success_source": success_source, **self._actions.footer()}
             for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's events
                 footer.update(annotator.recording_footer())
             footer["incomplete"] = self._loss
