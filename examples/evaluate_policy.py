@@ -27,7 +27,7 @@ def main() -> None:
     out = args.out or tempfile.mkdtemp(prefix="simuguard-eval-")
 
     # The policy: any callable from observation to action. Here, the task's own scripted gripper.
-    env = DepenetrationRerun(gym.make(env_id), "depenetration=1.0" if physx else "timeconst=0.1", directory=out)
+    env = DepenetrationRerun(gym.make(env_id), directory=out)  # the engine's default intervention
     policy = lambda obs: env.unwrapped.expert_action()  # noqa: E731
 
     for seed in range(100, 100 + args.episodes):

@@ -410,7 +410,7 @@ def _rerun(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from simuguard_gym.scoring.report import format_table, report, write_report
+    from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
 
     skipped: list[str] = []
     rows, paired = report(args.directory, args.versus, skipped)
@@ -420,10 +420,7 @@ def _report(args: argparse.Namespace) -> int:
           "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
     print(format_table(rows))
     if paired is not None:
-        print(f"paired ({paired.pairs} shared episodes): {100 * paired.rate_a:.1f}% vs {100 * paired.rate_b:.1f}%, "
-              f"difference {100 * paired.difference:+.1f} points (95% seed bootstrap "
-              f"{100 * paired.difference_low:+.1f} to {100 * paired.difference_high:+.1f}); discordant "
-              f"{paired.a_only} vs {paired.b_only}, exact sign test p = {paired.p_value:.3f}")
+        print("\n".join(format_paired(paired)))
     out = Path(args.out or args.directory)
     for path in write_report(rows, out, paired, skipped):
         print(f"wrote {path}")
@@ -432,7 +429,8 @@ def _report(args: argparse.Namespace) -> int:
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds, skipped)[0]} (with its plots)")
+        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds, skipped, paired)[0]} "
+              "(with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
@@ -472,7 +470,7 @@ def _audit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simuguard_gym.audit import AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
-    from simuguard_gym.scoring.report import format_table, report, write_report
+    from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
 
     try:
         kwargs = json.loads(args.env_kwargs)
@@ -642,7 +640,7 @@ def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simuguard_gym.demo import run_demo, setup_for
-    from simuguard_gym.scoring.report import format_table, report, write_report
+    from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
 
     setup = setup_for(args.engine)
     print(f"simuguard demo: {setup.env_id} ({setup.engine}), a scripted gripper places a 10 g can in a "

@@ -33,7 +33,7 @@ def test_timeconst_rerun_lowers_the_ejection_in_mujoco(inside_floor):
     assert result.peak_speed < 0.7 * result.recorded_peak_speed
     assert result.success is True
     assert result.changes == [{"parameter": "geom_solref[0]", "element": "geom #1", "before": 0.004, "after": 0.02}]
-    with pytest.raises(ValueError, match=r"changes nothing: geom_solref\[0\] is already 0.004 on geom #1"):
+    with pytest.raises(ValueError, match=r"changes nothing: geom_solref\[0\] of geom #1 is 0.004"):
         rerun(inside_floor, "timeconst=0.004@can", switch="start", success_fn=can_in_place)
 
 
@@ -59,6 +59,67 @@ def test_altered_prefix_is_unverified_and_not_counted(inside_floor):
     assert not result.prefix_exact and result.divergence.substep == 0
     episode = Episode(success=False, artifact=True, rerun_success=result.success, rerun_verified=result.verified)
     assert score([episode]).replay_corrected is None  # no verified rerun: nothing to correct with
+
+
+class CanWithInfoSuccess(gym.Wrapper):
+    """The can created inside the floor, as an env that reports success only in its step's info
+    (``is_success``, as Gymnasium-Robotics does) and has no check method: the can is in place at
+    rest and was never thrown above 4 cm on the way (it starts 3 cm inside the floor)."""
+
+    def __init__(self):
+        xml, _ = scenes.created_inside_floor(depth=0.03)
+        super().__init__(gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP,
+                                  max_episode_steps=40))
+
+    def reset(self, **kwargs):
+        self.highest = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.highest = max(self.highest, float(self.env.unwrapped.data.qpos[2]))
+        placed = can_in_place(self.env) and self.highest < 0.04
+        return obs, reward, terminated, truncated, {**info, "is_success": placed}
+
+
+def test_a_rerun_of_an_env_with_success_only_in_info_is_scored_by_its_info(tmp_path):
+    assert not hasattr(CanWithInfoSuccess().unwrapped, "_check_success")
+    env = DepenetrationRerun(CanWithInfoSuccess(), "timeconst=0.02@can", env_fn=CanWithInfoSuccess,
+                             directory=tmp_path)
+    env.reset(seed=0)
+    for _ in range(40):
+        *_, info = env.step(np.zeros(0, np.float32))
+    env.close()
+    ours = info["simuguard"]
+    assert ours["errors"] == [] and ours["artifact"] and info["is_success"] is False
+    found = ours["rerun"]
+    assert (found["mode"], found["success_source"], found["prefix_exact"]) == ("actions", "info:is_success", True)
+    assert found["success"] is True and ours["corrected_success"] is True
+    assert found["changes"][0]["before"] == 0.004 and found["changes"][0]["after"] == 0.02
+    # The paper's substep replay has no check to read here: unscored, and it says why.
+    unscored = rerun(ours["recording"], "timeconst=0.02@can", mode="substeps", env_fn=CanWithInfoSuccess)
+    assert unscored.prefix_exact and unscored.success is None and "no success check" in unscored.unscored
+
+
+def test_the_default_mujoco_intervention_turns_an_artifact_failure_into_a_success(tmp_path):
+    """The can created 30 mm inside the floor is thrown out (a failure); MuJoCo's default
+    intervention for the named body, from the first substep, changes its geom's contact and
+    the can rises into place instead."""
+    from simuguard_gym.replay.interventions import default_intervention
+
+    env = ArtifactMonitor(RecordPhysics(CanWithInfoSuccess(), tmp_path))
+    env.reset(seed=0)
+    for _ in range(40):
+        *_, info = env.step(np.zeros(0, np.float32))
+    env.close()
+    assert info["simuguard"]["artifact"] and info["is_success"] is False
+    change = Intervention.parse(default_intervention("mujoco"))
+    result = rerun(env.env.paths[0], Intervention(change.name, change.value, ("can",)), switch="start",
+                   env_fn=CanWithInfoSuccess)
+    assert result.prefix_exact and result.recorded_success is False and result.success is True
+    (changed,) = result.changes
+    assert changed["element"] == "geom #1" and changed["before"] != changed["after"] == change.value
+    assert result.peak_speed < 0.5 < result.recorded_peak_speed
 
 
 def test_a_rerun_whose_capture_fails_claims_nothing(inside_floor, monkeypatch):
@@ -148,10 +209,10 @@ def test_depenetration_rerun_wrapper_changes_nothing_in_the_evaluation(tmp_path)
 
 def test_depenetration_rerun_refuses_what_cannot_work():
     xml, _ = scenes.created_inside_floor()
-    with pytest.raises(ValueError, match=r"depenetration does not exist in mujoco \(on mujoco: timeconst="):
+    with pytest.raises(ValueError, match=r"depenetration does not exist in mujoco \(on mujoco: dampratio="):
         DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml), "depenetration=1.0")
     env = DepenetrationRerun(gym.make("simuguard_gym/MujocoScene-v0", xml=xml))  # the engine's default
-    assert env.intervention.name == "timeconst"
+    assert env.intervention.name == "dampratio"
     env.close()
 
 
@@ -176,8 +237,11 @@ def test_report_of_a_mujoco_evaluation(tmp_path, capsys):
     evaluate(tmp_path / "b", contact_timeconst=0.1)  # another arm: very soft contact
     assert main(["report", str(tmp_path / "a"), "--vs", str(tmp_path / "b"), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "simuguard_gym/PlaceCanBasket-MuJoCo-v0" in out and "paired (4 shared episodes)" in out
+    assert "simuguard_gym/PlaceCanBasket-MuJoCo-v0" in out and "paired, as run (4 shared episodes)" in out
+    assert "paired, corrected by verified reruns (4 shared episodes)" in out
     saved = json.loads((tmp_path / "report.json").read_text())
+    assert set(saved["paired"]) == {"as_run", "corrected"} and saved["paired"]["as_run"]["pairs"] == 4
+    assert (tmp_path / "paired.csv").read_text().startswith("outcomes,pairs,a_only,b_only")
     row = next(r for r in saved["tasks"] if r["task"] == "all")
     assert row["n"] == 4 and row["as_run"] == pytest.approx(100 * sum(a.values()) / 4)
     assert (tmp_path / "report.csv").read_text().startswith("task,n,flagged,as_run,replay")
@@ -199,3 +263,17 @@ def test_report_counts_verified_reruns(tmp_path, capsys):
     row = json.loads((tmp_path / "report.json").read_text())["tasks"][-1]
     assert (row["n"], row["flagged"], row["as_run"], row["replay"]) == (2, 1, 50.0, 100.0)
     assert (row["lower"], row["upper"], row["excluded"]) == (50.0, 100.0, 100.0)
+    # The same episodes without reruns as the other arm: equal as run, apart once corrected.
+    plain = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path / "b"))
+    for seed in (1, 116):
+        plain.reset(seed=seed)
+        for _ in range(90):
+            plain.step(plain.unwrapped.expert_action())
+    plain.close()
+    assert main(["report", str(tmp_path), "--vs", str(tmp_path / "b"), "--out", str(tmp_path / "out")]) == 0
+    paired = json.loads((tmp_path / "out" / "report.json").read_text())["paired"]
+    assert (paired["as_run"]["a_only"], paired["as_run"]["b_only"]) == (0, 0)
+    assert (paired["corrected"]["a_only"], paired["corrected"]["b_only"]) == (1, 0)
+    if __import__("importlib").util.find_spec("matplotlib") is not None:
+        page = (tmp_path / "out" / "report.html").read_text()
+        assert "corrected by verified reruns" in page and "Paired comparison" in page

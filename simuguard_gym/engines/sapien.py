@@ -343,21 +343,26 @@ class SapienAdapter(BodyTableMixin):
         return None
 
     # ------------------------------------------------------------------ interventions
-    def parameter_values(self, name: str, bodies: np.ndarray) -> list[ParameterValue]:
-        """The values intervention ``name`` on ``bodies`` (ids) writes, as they are now."""
+    def parameter_values(self, name: str, bodies: np.ndarray, value: float | None = None) -> list[ParameterValue]:
+        """The values intervention ``name`` on ``bodies`` (ids) writes: as they are now, or with
+        ``value`` the values it would set (in PhysX's float32)."""
         names = self.body_table().names
         labelled = [(f"body {names[int(b)]}", self._components[int(b)]) for b in bodies]
         moving = [(label, c) for label, c in labelled if not isinstance(c, physx.PhysxRigidStaticComponent)]
+
+        def given(now: float) -> float:
+            return float(now) if value is None else float(np.float32(value))
+
         if name == "depenetration":
-            return [ParameterValue("max_depenetration_velocity", label, float(c.max_depenetration_velocity))
+            return [ParameterValue("max_depenetration_velocity", label, given(c.max_depenetration_velocity))
                     for label, c in moving]
         if name == "mass":
-            return [ParameterValue("mass", label, float(c.mass)) for label, c in moving]
+            return [ParameterValue("mass", label, given(c.mass)) for label, c in moving]
         if name == "iterations":
-            return [ParameterValue("solver_position_iterations", label, float(c.solver_position_iterations))
+            return [ParameterValue("solver_position_iterations", label, given(c.solver_position_iterations))
                     for label, c in moving if isinstance(c, physx.PhysxRigidDynamicComponent)]
         if name == "offset":
-            return [ParameterValue("contact_offset", f"{label} shape {i}", float(shape.contact_offset))
+            return [ParameterValue("contact_offset", f"{label} shape {i}", given(shape.contact_offset))
                     for label, c in labelled for i, shape in enumerate(c.collision_shapes)]
         raise ValueError(f"{name} is not a PhysX parameter (PhysX takes depenetration, mass, iterations, offset)")
 

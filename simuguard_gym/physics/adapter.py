@@ -243,9 +243,10 @@ class Intervenes(Protocol):
     """An adapter that changes one physics parameter of some bodies from a substep on (a rerun's
     intervention, named as in ``replay.interventions.KINDS``)."""
 
-    def parameter_values(self, name: str, bodies: np.ndarray) -> list[ParameterValue]:
-        """The current values that intervention ``name`` on ``bodies`` (ids) would set, one per
-        element it writes (a geom, a body, a collision shape, or the model's option)."""
+    def parameter_values(self, name: str, bodies: np.ndarray, value: float | None = None) -> list[ParameterValue]:
+        """The values that intervention ``name`` on ``bodies`` (ids) writes, one per element and
+        parameter (a geom, a body, a collision shape, or the model's option): as they are now,
+        or with ``value`` those the intervention would set."""
 
     def apply_intervention(self, name: str, value: float, bodies: np.ndarray) -> str | None:
         """Set intervention ``name`` to ``value`` on ``bodies`` from now on; a note or None."""

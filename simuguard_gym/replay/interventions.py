@@ -6,6 +6,9 @@ moving body that is not the robot). The string form is what ``simuguard rerun`` 
     depenetration=1.0        PhysX max depenetration velocity (m/s)
     timeconst=0.1            MuJoCo contact time constant (s, solref[0]; MuJoCo floors it at 2 dt)
     dampratio=2              MuJoCo contact damping ratio (solref[1]; 1 is critical damping)
+    damping=5                MuJoCo contact damping times 5 at the same stiffness (solref[0] / 5,
+                             solref[1] * 5, the time constant no lower than 2 dt; the bodies'
+                             solref then sets their contacts': geom_solmix)
     mass=can:0.1             a body's mass (kg; inertia scaled with it)
     iterations=32            solver iterations (PhysX position iterations / MuJoCo opt.iterations)
     offset=0.001             PhysX contact offset (m)
@@ -26,6 +29,7 @@ KINDS = {
     "depenetration": (("sapien-physx",), "m/s", True),
     "timeconst": (("mujoco",), "s", True),
     "dampratio": (("mujoco",), "", True),
+    "damping": (("mujoco",), "", True),
     "mass": (("mujoco", "sapien-physx"), "kg", True),
     "iterations": (("mujoco", "sapien-physx"), "", True),
     "offset": (("sapien-physx",), "m", True),
@@ -34,7 +38,7 @@ KINDS = {
 }
 
 #: The rerun's change where none is named, per engine (docs/reruns.md has the measurements).
-DEFAULTS = {"sapien-physx": "depenetration=1.0", "mujoco": "timeconst=0.1"}
+DEFAULTS = {"sapien-physx": "depenetration=1.0", "mujoco": "dampratio=4"}
 
 
 def default_intervention(engine: str) -> str:

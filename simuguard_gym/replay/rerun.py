@@ -66,6 +66,8 @@ class RerunResult:
     unscored: str | None = None  # why there is no outcome of the recorded kind
     #: Each parameter the intervention set: {parameter, element, before, after}.
     changes: list[dict[str, Any]] = field(default_factory=list)
+    #: Per tracked body: its peak speed after the switch, recorded and in the rerun (m/s).
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -78,7 +80,8 @@ class RerunResult:
                 "recorded_peak_speed": self.recorded_peak_speed,
                 "divergence": str(self.divergence) if self.divergence else None,
                 "simulation_parameter": self.simulation_parameter, "notes": list(self.notes), "mode": self.mode,
-                "success_source": self.success_source, "unscored": self.unscored, "changes": list(self.changes)}
+                "success_source": self.success_source, "unscored": self.unscored, "changes": list(self.changes),
+                "peaks": dict(self.peaks)}
 
 
 def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervention | str, *,
@@ -110,7 +113,8 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
         raise ValueError(f"lead must be >= 0 seconds, got {lead!r}")
     if not change.supported_by(rec.header.get("engine", "")):
         raise ValueError(f"{change.name} does not exist in {rec.header.get('engine')}")
-    event = _first_artifact(rec)
+    artifacts = _artifacts(rec)
+    event = min(artifacts, key=lambda e: e["onset_substep"]) if artifacts else None
     if switch == "before_onset":
         if event is None:
             raise ValueError("the recording has no contact artifact to switch before; use switch='start'")
@@ -126,7 +130,7 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
                          simulation_parameter=change.simulation_parameter, mode=chosen)
     env = env_fn() if env_fn is not None else make_env(rec.header)
     try:
-        _rerun_in(env, rec, change, at, event, success_fn, adapter, result)
+        _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
     finally:
         env.close()
     return result
@@ -145,14 +149,14 @@ def _mode_for(rec: Recording, mode: str, success_fn: Callable[[gym.Env], bool] |
     return "substeps"
 
 
-def _first_artifact(rec: Recording) -> dict[str, Any] | None:
+def _artifacts(rec: Recording) -> list[dict[str, Any]]:
+    """The recording's contact artifacts: its online events, else the detector's now."""
     found = ((rec.footer or {}).get("detector") or {}).get("events")
     events = found if found is not None else detect(rec).events
-    artifacts = [e for e in events if e.get("artifact")]
-    return min(artifacts, key=lambda e: e["onset_substep"]) if artifacts else None
+    return [e for e in events if e.get("artifact")]
 
 
-def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event: dict[str, Any] | None,
+def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, artifacts: list[dict[str, Any]],
               success_fn: Callable[[gym.Env], bool] | None, adapter: PhysicsAdapter | None,
               result: RerunResult) -> None:
     prepared = prepare(env, rec, adapter, result.notes)
@@ -163,27 +167,22 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
     if change.simulation_parameter and not isinstance(adapter, Intervenes):
         raise ValueError(f"{type(adapter).__name__} cannot change physics parameters")
     bodies = _bodies_of(adapter, change)
-    values: list[ParameterValue] = []
     if change.simulation_parameter:
-        values = adapter.parameter_values(change.name, bodies)
-        if not values:
-            raise ValueError(f"{change}: the bodies {', '.join(adapter.body_table().names[b] for b in bodies)} "
-                             f"have no {change.name} to change")
-        if all(v.value == change.value for v in values):
-            raise ValueError(f"{change} changes nothing: {values[0].parameter} is already {values[0].value:g} on "
-                             f"{', '.join(v.element for v in values[:4])}{' ...' if len(values) > 4 else ''}")
+        _refuse_no_change(change, adapter.parameter_values(change.name, bodies),
+                          adapter.parameter_values(change.name, bodies, change.value),
+                          [adapter.body_table().names[b] for b in bodies])
+    event = min(artifacts, key=lambda e: e["onset_substep"]) if artifacts else None
     tracked = list(rec.tracked)
     col = tracked.index(event["body_id"]) if event is not None and event["body_id"] in tracked else None
     result.body = event["body"] if event is not None else None
-    speeds: list[np.ndarray] = []
+    speeds: list[np.ndarray] = []  # per chunk: every tracked body's speed after each substep
     # The prefix is checked through every substep's state fingerprint, bodies and writes; contacts
     # are not captured (most of a replay's cost on contact-rich scenes, and redundant with the state).
     checker = _ChunkChecker(rec, contacts=False)
 
     def sink(columns: dict[str, np.ndarray], first: int, n: int) -> None:
         checker(columns, first, n)
-        if col is not None:
-            speeds.append(np.linalg.norm(columns["body_vel"][:n, col, :3], axis=1))
+        speeds.append(np.linalg.norm(columns["body_vel"][:n, :, :3], axis=2))
 
     def switch_on() -> None:
         if change.simulation_parameter:
@@ -223,11 +222,24 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, event
         result.divergence = Divergence(int(lost["last_good_substep"]) + 1, "recording",
                                        detail=f"incomplete: {lost['reason']}")
     result.prefix_exact = result.divergence is None
+    rerun_speed = np.concatenate(speeds) if speeds else np.zeros((0, len(tracked)))
+    recorded_speed = np.linalg.norm(rec.columns["body_vel"][at:, :, :3], axis=2)
     if col is not None:
-        rerun_speed = np.concatenate(speeds) if speeds else np.zeros(0)
-        result.peak_speed = float(rerun_speed[at:].max(initial=0.0))
-        recorded = np.linalg.norm(rec.columns["body_vel"][at:, col, :3], axis=1)
-        result.recorded_peak_speed = float(recorded.max(initial=0.0))
+        result.peak_speed = float(rerun_speed[at:, col].max(initial=0.0))
+        result.recorded_peak_speed = float(recorded_speed[:, col].max(initial=0.0))
+    for c, name in enumerate(rec.tracked_names):
+        result.peaks[name] = {"recorded": float(recorded_speed[:, c].max(initial=0.0)),
+                              "rerun": float(rerun_speed[at:, c].max(initial=0.0))}
+
+
+def _refuse_no_change(change: Intervention, now: list[ParameterValue], then: list[ParameterValue],
+                      bodies: list[str]) -> None:
+    """ValueError where the intervention would write nothing, or leave every value as it is."""
+    if not now:
+        raise ValueError(f"{change}: the bodies {', '.join(bodies)} have no {change.name} to change")
+    if [v.value for v in now] == [v.value for v in then]:
+        shown = ", ".join(f"{v.parameter} of {v.element} is {v.value:g}" for v in now[:3])
+        raise ValueError(f"{change} changes nothing: {shown}{' ...' if len(now) > 3 else ''}")
 
 
 def _bodies_of(adapter: PhysicsAdapter, change: Intervention) -> np.ndarray:

@@ -5,8 +5,9 @@ holds under one stated assumption:
 
 - as run: S / N (every artifact counts against the policy);
 - replay-corrected: (S + sum over A of (r_e - y_e)) / N, where r_e is the outcome of the episode
-  rerun with the artifact removed (only reruns whose prefix replayed bit-exact count; the others
-  keep their recorded outcome);
+  rerun with the artifact removed (only reruns whose prefix replayed bit-exact and that read an
+  outcome of the recorded kind count; the others keep their recorded outcome and are counted as
+  unverified or unscored);
 - excluded: successes over the episodes without an artifact (artifacts are independent of
   the policy's skill);
 - bounds: every flagged episode fails / every flagged episode passes.
@@ -30,11 +31,20 @@ class Episode:
     rerun_verified: bool = False  # the rerun's prefix matched the recording bit for bit
     task: str = ""
     seed: int | None = None
+    rerun_unscored: bool = False  # the rerun could read no outcome of the recorded kind
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Episode":
         return cls(bool(d["success"]), bool(d.get("artifact", False)), d.get("rerun_success"),
-                   bool(d.get("rerun_verified", False)), str(d.get("task", "")), d.get("seed"))
+                   bool(d.get("rerun_verified", False)), str(d.get("task", "")), d.get("seed"),
+                   bool(d.get("rerun_unscored", False)))
+
+    @property
+    def corrected(self) -> bool:
+        """The outcome with the artifact removed where a verified rerun says so, else as run."""
+        if self.artifact and self.rerun_verified and self.rerun_success is not None:
+            return bool(self.rerun_success)
+        return self.success
 
 
 def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -86,12 +96,14 @@ class Scores:
     upper: Rate  # every flagged episode passes
     reruns_verified: int
     reruns_unverified: int
+    reruns_unscored: int = 0  # verified reruns without an outcome of the recorded kind (kept as run)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "flagged": self.flagged, "as_run": self.as_run.to_dict(),
                 "replay_corrected": self.replay_corrected.to_dict() if self.replay_corrected else None,
                 "excluded": self.excluded.to_dict(), "lower": self.lower.to_dict(), "upper": self.upper.to_dict(),
-                "reruns_verified": self.reruns_verified, "reruns_unverified": self.reruns_unverified}
+                "reruns_verified": self.reruns_verified, "reruns_unverified": self.reruns_unverified,
+                "reruns_unscored": self.reruns_unscored}
 
 
 def score(episodes: Iterable[Episode]) -> Scores:
@@ -110,7 +122,7 @@ def score(episodes: Iterable[Episode]) -> Scores:
     y = np.array([e.success for e in eps], bool)
     a = np.array([e.artifact for e in eps], bool)
     verified = np.array([e.artifact and e.rerun_verified and e.rerun_success is not None for e in eps], bool)
-    r = np.array([bool(e.rerun_success) if v else e.success for e, v in zip(eps, verified)], bool)
+    r = np.array([e.corrected for e in eps], bool)
     s = int(y.sum())
     corrected = s + int((r[a].astype(int) - y[a].astype(int)).sum())
     clean = ~a
@@ -123,6 +135,7 @@ def score(episodes: Iterable[Episode]) -> Scores:
         upper=Rate(s + int((~y[a]).sum()), n),
         reruns_verified=int(verified.sum()),
         reruns_unverified=int((a & ~verified & np.array([e.rerun_success is not None for e in eps])).sum()),
+        reruns_unscored=int(sum(e.artifact and e.rerun_verified and e.rerun_unscored for e in eps)),
     )
 
 

@@ -25,7 +25,7 @@ WINDOW = (0.3, 0.5)
 
 def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path,
                       link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None,
-                      skipped: Sequence[str] = ()) -> list[Path]:
+                      skipped: Sequence[str] = (), paired: dict[str, Any] | None = None) -> list[Path]:
     """``report.html`` and its PNGs in ``out``; returns the paths written.
 
     ``skipped`` names the files the table left out, each with the reason (the ``skipped`` list of
@@ -34,7 +34,8 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     ``link_speeds(recording, lo, hi)`` returns (substeps, speed) of the fastest robot link (the
     recordings don't keep the robot: :func:`simuguard_gym.replay.link_speeds.robot_link_speeds`
     replays them); without it, or where it returns None, the plots show the links' speeds at their
-    contacts with the object only."""
+    contacts with the object only. ``paired`` (the comparisons of ``report(..., versus)``) adds
+    the paired counts and exact tests on as-run and on corrected outcomes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,7 +77,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
                    f"peak {event['peak_speed']:.2f} m/s")
         save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption)
     page = out / "report.html"
-    page.write_text(_page(rows, figures, skipped))
+    page.write_text(_page(rows, figures, skipped, paired))
     written.insert(0, page)
     return written
 
@@ -154,7 +155,24 @@ def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any], link_speeds: Calla
     return fig
 
 
-def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], skipped: Sequence[str] = ()) -> str:
+def _paired_table(paired: dict[str, Any] | None) -> str:
+    """The paired comparisons (``scoring.report.PAIRED_KINDS``) as a table, or nothing."""
+    from simuguard_gym.scoring.report import PAIRED_KINDS
+
+    if not paired:
+        return ""
+    head = ("<tr><th>outcomes</th><th>pairs</th><th>A</th><th>B</th><th>A - B (95% seed bootstrap)</th>"
+            "<th>A only</th><th>B only</th><th>exact sign test p</th></tr>")
+    body = "".join(
+        f"<tr><td>{html.escape(PAIRED_KINDS[name])}</td><td>{c.pairs}</td><td>{100 * c.rate_a:.1f}</td>"
+        f"<td>{100 * c.rate_b:.1f}</td><td>{100 * c.difference:+.1f} ({100 * c.difference_low:+.1f} to "
+        f"{100 * c.difference_high:+.1f})</td><td>{c.a_only}</td><td>{c.b_only}</td><td>{c.p_value:.3f}</td></tr>"
+        for name, c in paired.items())
+    return f"<h2>Paired comparison (this run A against B on shared task and seed)</h2><table>{head}{body}</table>"
+
+
+def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], skipped: Sequence[str] = (),
+          paired: dict[str, Any] | None = None) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
@@ -175,5 +193,5 @@ figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#44
 <h1>simuguard report</h1>
 <p>Success rates in percent. Rep.: as run. Replay: flagged episodes replaced by their verified reruns.
 Excl.: episodes without a contact artifact. Bounds: every flagged episode fails / passes.</p>
-<table>{header}{body}</table>{left_out}{images}</body></html>
+<table>{header}{body}</table>{left_out}{_paired_table(paired)}{images}</body></html>
 """

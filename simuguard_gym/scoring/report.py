@@ -45,7 +45,8 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
             success=bool(footer["success"]), artifact=any(e.get("artifact") for e in events),
             rerun_success=None if rerun is None else rerun.get("success"),
             rerun_verified=bool(rerun and rerun.get("prefix_exact")),
-            task=str((rec.header.get("env") or {}).get("id") or ""), seed=rec.header.get("seed")))
+            task=str((rec.header.get("env") or {}).get("id") or ""), seed=rec.header.get("seed"),
+            rerun_unscored=bool(rerun and rerun.get("unscored"))))
     return out
 
 
@@ -80,7 +81,8 @@ def table(scores: dict[str, Scores]) -> list[dict[str, Any]]:
                      "replay": None if s.replay_corrected is None else 100 * s.replay_corrected.value,
                      "excluded": 100 * s.excluded.value, "lower": 100 * s.lower.value, "upper": 100 * s.upper.value,
                      "as_run_wilson": [100 * x for x in s.as_run.interval],
-                     "reruns_verified": s.reruns_verified, "reruns_unverified": s.reruns_unverified})
+                     "reruns_verified": s.reruns_verified, "reruns_unverified": s.reruns_unverified,
+                     "reruns_unscored": s.reruns_unscored})
     return rows
 
 
@@ -94,30 +96,59 @@ def format_table(rows: Iterable[dict[str, Any]]) -> str:
         lines.append(f"{r['task']:<40} {r['n']:>5} {r['flagged']:>5} {pct(r['as_run']):>6} {pct(r['replay']):>7} "
                      f"{pct(r['excluded']):>6} {pct(r['lower']) + '-' + pct(r['upper']):>13} "
                      f"{pct(lo) + '-' + pct(hi):>13}")
+    unscored = next((r.get("reruns_unscored", 0) for r in rows if r["task"] == "all"), 0)
+    if unscored:
+        lines.append(f"{unscored} flagged episode(s) have a verified rerun without an outcome of the recorded kind "
+                     "(unscored): Replay keeps them as run")
     return "\n".join(lines)
 
 
-def write_report(rows: list[dict[str, Any]], out: Path, paired: PairedComparison | None = None,
+#: The outcomes a paired comparison is made on, and how the report names them.
+PAIRED_KINDS = {"as_run": "as run", "corrected": "corrected by verified reruns"}
+
+
+def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, PairedComparison] | None = None,
                  skipped: Sequence[str] = ()) -> list[Path]:
-    """``report.csv`` and ``report.json`` in ``out``; the JSON names the ``skipped`` files too
-    (those :func:`report` could not read, each with the reason)."""
+    """``report.csv`` and ``report.json`` in ``out``, and with ``paired`` (the comparisons of
+    :func:`report`) ``paired.csv``; the JSON names the ``skipped`` files too (those
+    :func:`report` could not read, each with the reason)."""
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "report.csv", out / "report.json"
     fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
-              "reruns_unverified"]
+              "reruns_unverified", "reruns_unscored"]
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    json_path.write_text(json.dumps({"tasks": rows, "paired": paired.to_dict() if paired else None,
+    written = [csv_path, json_path]
+    if paired:
+        paired_path = out / "paired.csv"
+        with open(paired_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["outcomes", *next(iter(paired.values())).to_dict()])
+            writer.writeheader()
+            writer.writerows({"outcomes": name, **c.to_dict()} for name, c in paired.items())
+        written.append(paired_path)
+    json_path.write_text(json.dumps({"tasks": rows, "paired": {k: c.to_dict() for k, c in (paired or {}).items()} or None,
                                      "skipped": list(skipped)}, indent=2))
-    return [csv_path, json_path]
+    return written
+
+
+def format_paired(paired: dict[str, PairedComparison]) -> list[str]:
+    """One line per kind of outcome compared (as run; corrected by the verified reruns)."""
+    lines = []
+    for name, c in paired.items():
+        lines.append(f"paired, {PAIRED_KINDS[name]} ({c.pairs} shared episodes): {100 * c.rate_a:.1f}% vs "
+                     f"{100 * c.rate_b:.1f}%, difference {100 * c.difference:+.1f} points (95% seed bootstrap "
+                     f"{100 * c.difference_low:+.1f} to {100 * c.difference_high:+.1f}); discordant {c.a_only} vs "
+                     f"{c.b_only}, exact sign test p = {c.p_value:.3f}")
+    return lines
 
 
 def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | None = None,
-           skipped: list[str] | None = None) -> tuple[list[dict[str, Any]], PairedComparison | None]:
-    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparison of the two;
-    unreadable files are named in ``skipped``."""
+           skipped: list[str] | None = None) -> tuple[list[dict[str, Any]], dict[str, PairedComparison] | None]:
+    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparisons of the two on
+    their shared (task, seed) episodes: ``"as_run"`` on the outcomes as run and ``"corrected"``
+    on the outcomes corrected by verified reruns; unreadable files are named in ``skipped``."""
     episodes = episodes_in(directory, skipped)
     if not episodes:
         raise ValueError(f"{directory}: no complete recordings with an outcome")
@@ -125,5 +156,8 @@ def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | N
     paired = None
     if versus is not None:
         other = episodes_in(versus, skipped)
-        paired = compare({(e.task, e.seed): e.success for e in episodes}, {(e.task, e.seed): e.success for e in other})
+        paired = {"as_run": compare({(e.task, e.seed): e.success for e in episodes},
+                                    {(e.task, e.seed): e.success for e in other}),
+                  "corrected": compare({(e.task, e.seed): e.corrected for e in episodes},
+                                       {(e.task, e.seed): e.corrected for e in other})}
     return rows, paired
