@@ -470,7 +470,7 @@ def _audit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simuguard_gym.audit import AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
-    from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
+    from simuguard_gym.scoring.report import format_table, report, write_report
 
     try:
         kwargs = json.loads(args.env_kwargs)
@@ -640,7 +640,7 @@ def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simuguard_gym.demo import run_demo, setup_for
-    from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
+    from simuguard_gym.scoring.report import format_table, report, write_report
 
     setup = setup_for(args.engine)
     print(f"simuguard demo: {setup.env_id} ({setup.engine}), a scripted gripper places a 10 g can in a "
