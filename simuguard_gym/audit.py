@@ -168,6 +168,7 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
             ours = info.get("simuguard", {})
             summary = {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
                        "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
+                       "rerun_unscored": (ours.get("rerun") or {}).get("unscored"),
                        "events": [e["onset_substep"] for e in ours.get("events", [])]}
             summaries.append(summary)
             if progress is not None:

@@ -407,6 +407,15 @@ def _rerun(args: argparse.Namespace) -> int:
     return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
 
 
+def _rerun_outcome(episode: dict[str, Any], prefix: str) -> str:
+    """An audited or demo episode's rerun outcome, for its progress line ("" where there is none)."""
+    if episode.get("rerun_unscored"):
+        return f"{prefix}unscored ({episode['rerun_unscored']})"
+    if episode.get("corrected_success") is None:
+        return ""
+    return f"{prefix}{'success' if episode['corrected_success'] else 'failure'}"
+
+
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -500,8 +509,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     def progress(episode: dict) -> None:
         count[0] += 1
-        flag = "  CONTACT ARTIFACT" + (f", rerun {'success' if episode['corrected_success'] else 'failure'}"
-                                      if episode["corrected_success"] is not None else "") if episode["artifact"] else ""
+        flag = "  CONTACT ARTIFACT" + _rerun_outcome(episode, ", rerun ") if episode["artifact"] else ""
         line = (f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
                 f"{'success' if episode['success'] else 'failure'}{flag}")
         if bar is not None:
@@ -658,7 +666,7 @@ def _demo(args: argparse.Namespace) -> int:
                      + (f", pieces {1000 * check['true_gap']:.1f} mm apart (false contact)" if check.get("false_contact")
                         else ""))
         if episode["artifact"]:
-            line += f"\n      rerun: {'success' if episode['corrected_success'] else 'failure'}"
+            line += _rerun_outcome(episode, "\n      rerun: ")
         print(line, flush=True)
 
     directory, _ = run_demo(args.out, args.seeds, args.engine, progress)

@@ -76,7 +76,8 @@ def run_demo(out: str | Path | None = None, seeds: int = 20, engine: str = "auto
                 _, _, terminated, truncated, info = env.step(env.unwrapped.expert_action())
             ours = info.get("simuguard", {})
             summary = {"seed": seed, "success": info.get("success"), "artifact": ours.get("artifact", False),
-                       "corrected_success": ours.get("corrected_success"), "seconds": time.perf_counter() - start,
+                       "corrected_success": ours.get("corrected_success"),
+                       "rerun_unscored": (ours.get("rerun") or {}).get("unscored"), "seconds": time.perf_counter() - start,
                        "events": ours.get("events", [])}
             logger.info("seed %d: success %s, artifact %s", seed, summary["success"], summary["artifact"])
             if progress is not None:

@@ -101,6 +101,26 @@ def test_a_rerun_of_an_env_with_success_only_in_info_is_scored_by_its_info(tmp_p
     assert unscored.prefix_exact and unscored.success is None and "no success check" in unscored.unscored
 
 
+def test_an_unscored_rerun_corrects_nothing_and_is_counted_apart(tmp_path, capsys):
+    """Forced to the paper's substep replay, the env with success only in info has no outcome to
+    read: corrected_success is left out, and the report counts the episode as unscored."""
+    import json
+
+    env = DepenetrationRerun(CanWithInfoSuccess(), "timeconst=0.02@can", env_fn=CanWithInfoSuccess,
+                             directory=tmp_path, mode="substeps")
+    env.reset(seed=0)
+    for _ in range(40):
+        *_, info = env.step(np.zeros(0, np.float32))
+    env.close()
+    ours = info["simuguard"]
+    assert ours["errors"] == [] and ours["rerun"]["prefix_exact"] and ours["rerun"]["unscored"]
+    assert "corrected_success" not in ours
+    assert main(["report", str(tmp_path)]) == 0
+    assert "1 flagged episode(s) have a verified rerun without an outcome of the recorded kind" in capsys.readouterr().out
+    row = json.loads((tmp_path / "report.json").read_text())["tasks"][-1]
+    assert (row["reruns_unscored"], row["reruns_verified"], row["replay"]) == (1, 0, None)
+
+
 def test_the_default_mujoco_intervention_turns_an_artifact_failure_into_a_success(tmp_path):
     """The can created 30 mm inside the floor is thrown out (a failure); MuJoCo's default
     intervention for the named body, from the first substep, changes its geom's contact and

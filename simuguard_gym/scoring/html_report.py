@@ -181,8 +181,11 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], ski
         f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td><td>{pct(r['as_run'])}</td>"
         f"<td>{pct(r['replay'])}</td><td>{pct(r['excluded'])}</td><td>{pct(r['lower'])}-{pct(r['upper'])}</td></tr>"
         for r in rows)
-    left_out = (f"<p>Not scored: {len(skipped)} file(s) could not be read.</p><ul>"
-                + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>") if skipped else ""
+    unscored = next((r.get("reruns_unscored", 0) for r in rows if r["task"] == "all"), 0)
+    unscored_line = (f"<p>{unscored} flagged episode(s) have a verified rerun without an outcome of the recorded "
+                     "kind (unscored): Replay keeps them as run.</p>") if unscored else ""
+    left_out = unscored_line + (f"<p>Not scored: {len(skipped)} file(s) could not be read.</p><ul>"
+                + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>" if skipped else "")
     images = "".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>" for name, caption, png in figures)
