@@ -47,9 +47,11 @@ class ActionLog:
             first = self._rows[0]
             if row.dtype != first.dtype:
                 self.missing = f"the actions change dtype from {first.dtype} to {row.dtype} at step {step}"
+                self._rows = []
                 return
             if row.shape != first.shape:
                 self.missing = f"the actions change shape from {first.shape} to {row.shape} at step {step}"
+                self._rows = []
                 return
         self._rows.append(row)
 
@@ -57,6 +59,5 @@ class ActionLog:
         """The footer's ``actions`` (an encoded array, one row per step) and, when they are not
         kept, ``actions_missing`` (why)."""
         if self.missing is not None:
-            self._rows = []
             return {"actions": None, "actions_missing": self.missing}
         return {"actions": encode_array(np.stack(self._rows)) if self._rows else None}

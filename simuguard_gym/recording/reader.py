@@ -22,11 +22,11 @@ from simuguard_gym.recording.format import (
     MIN_SCHEMA_VERSION,
     RECORD_KINDS,
     SCHEMA_VERSION,
-    decode_array,
     CorruptRecordingError,
     NotARecordingError,
     TruncatedRecordingError,
     UnsupportedSchemaError,
+    decode_array,
 )
 
 

@@ -12,8 +12,7 @@ import gymnasium as gym
 
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.hooks import HookError
-from simuguard_gym.replay.interventions import Intervention
-from simuguard_gym.replay.interventions import DEFAULTS, default_intervention
+from simuguard_gym.replay.interventions import DEFAULTS, Intervention, default_intervention
 from simuguard_gym.replay.rerun import MODES, SWITCHES, rerun
 from simuguard_gym.scoring.report import write_rerun
 from simuguard_gym.wrappers.artifact_monitor import ArtifactMonitor
@@ -26,8 +25,8 @@ logger = logging.getLogger(__name__)
 
 class DepenetrationRerun(gym.Wrapper):
     """At the end of an episode with a contact artifact, rerun it with ``intervention`` (default:
-    the engine's, ``replay.interventions.DEFAULTS``) switched
-    on (by default 0.1 s before the artifact's onset) and report the corrected outcome.
+    the engine's, ``replay.interventions.DEFAULTS``) switched on (by default 0.1 s before the
+    artifact's onset) and report the corrected outcome.
 
     The final step's ``info["simuguard"]`` gains ``rerun`` (intervention, the values it changed,
     switch substep, ``prefix_exact``, success, the object's peak speed after the switch) and
@@ -36,8 +35,8 @@ class DepenetrationRerun(gym.Wrapper):
     rerun is unverified, and absent where the rerun could read no outcome of the recorded kind
     (``rerun["unscored"]`` says why). The rerun is scored like the recording: through the env's
     own ``step`` and ``info`` where its outcome came from ``info``, else by the env's check
-    after a substep-by-substep replay (``mode``, see :func:`~simuguard_gym.replay.rerun`). The env's own ``success`` /
-    ``is_success`` keys are never touched, and the rerun runs in a fresh env built from the
+    after a substep-by-substep replay (``mode``, see :func:`~simuguard_gym.replay.rerun`). The
+    env's own ``success`` / ``is_success`` keys are never touched, and the rerun runs in a fresh env built from the
     env's spec (or ``env_fn``), never in this one: the evaluation's episodes, RNG streams and
     results are those it would have without the wrapper.
 
