@@ -33,7 +33,7 @@ ENGINE_FREE = ("recording", "detection", "scoring", "identify", "capture", "phys
 #: and ManiSkill scenes be built without a rendering device), and what both share.
 ADAPTER_MODULES = {"__init__.py", "base.py", "mujoco.py", "mujoco_contacts.py", "mujoco_hooking.py",
                    "mujoco_interventions.py", "mujoco_kinematics.py", "mujoco_memory.py", "mujoco_model.py",
-                   "sapien.py", "sapien_headless.py"}
+                   "sapien.py", "sapien_headless.py", "sapien_interventions.py"}
 
 
 def _modules() -> list[Path]:
