@@ -37,6 +37,30 @@ def test_timeconst_rerun_lowers_the_ejection_in_mujoco(inside_floor):
         rerun(inside_floor, "timeconst=0.004@can", switch="start", success_fn=can_in_place)
 
 
+def test_damping_keeps_the_stiffness_and_stops_at_mujocos_floor():
+    """damping=N: the time constant / N and the damping ratio x N (MuJoCo's stiffness, 1 / (dmax
+    T dampratio)^2, stays), floored at 2 dt and said so; a geom in the direct solref format and
+    one already at the floor are left as they are."""
+    import mujoco
+
+    from simuguard_gym.engines.mujoco import MujocoAdapter
+
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><option timestep="0.002"/><worldbody><geom type="plane" size="1 1 .1"/>'
+        '<body name="box"><freejoint/><geom size=".05" solref="0.02 1"/><geom size=".05" solref="-2000 -20"/>'
+        '<geom size=".05" solref="0.004 1"/></body></worldbody></mujoco>')
+    adapter = MujocoAdapter(model, mujoco.MjData(model))
+    box = np.array([model.body("box").id])
+    note = adapter.apply_intervention("damping", 5.0, box)
+    np.testing.assert_allclose(model.geom_solref[1:], [[0.004, 5.0], [-2000, -20], [0.004, 1.0]])
+    assert model.geom_solmix[1:].tolist() == [1000.0, 1.0, 1.0]
+    assert "1 geom(s) of the bodies use MuJoCo's direct solref" in note
+    model.geom_solref[1] = (0.02, 1.0)
+    note = adapter.apply_intervention("damping", 10.0, box)  # 0.002 would be under the floor of 0.004
+    np.testing.assert_allclose(model.geom_solref[1], [0.004, 5.0])
+    assert "2 geom(s) is at most 5 times, not 10: their time constant reached MuJoCo's floor of 2 dt" in note
+
+
 @pytest.mark.parametrize("text", ["timeconst=inf", "depenetration=inf", "timeconst=nan", "iterations=0.5",
                                   "iterations=0", "mass=can:-1"])
 def test_values_that_are_no_physics_are_refused(text):

@@ -32,11 +32,9 @@ class MujocoInterventions:
             new = now if value is None else np.full(len(geoms), float(value))
             return [ParameterValue(parameter, label, float(v)) for label, v in zip(labels, new)]
         if name == "damping":
-            solref, solmix = m.geom_solref[geoms].copy(), m.geom_solmix[geoms].copy()
+            solref, solmix = m.geom_solref[geoms], m.geom_solmix[geoms]
             if value is not None:
-                damped = _damped(solref, float(value), self._timeconst_floor())
-                solmix[(damped != solref).any(axis=1)] = DOMINANT_SOLMIX
-                solref = damped
+                solref, solmix = _damped(solref, solmix, float(value), self._timeconst_floor())
             return [ParameterValue(p, label, float(v)) for label, ref, mix in zip(labels, solref, solmix)
                     for p, v in (("geom_solref[0]", ref[0]), ("geom_solref[1]", ref[1]), ("geom_solmix", mix))]
         if name == "mass":
@@ -66,12 +64,12 @@ class MujocoInterventions:
             m.geom_solref[geoms, 1] = value
         elif name == "damping":
             before = m.geom_solref[geoms].copy()
-            m.geom_solref[geoms] = after = _damped(before, value, floor)
-            m.geom_solmix[geoms[(after != before).any(axis=1)]] = DOMINANT_SOLMIX
-            reached = np.maximum(before[:, 0], floor) / after[:, 0]
-            if (reached < value * (1 - 1e-9)).any():
-                notes.append(f"the damping of {int((reached < value * (1 - 1e-9)).sum())} geom(s) is {reached.min():.3g} "
-                             f"times, not {value:g}: their time constant reached MuJoCo's floor of 2 dt")
+            m.geom_solref[geoms], m.geom_solmix[geoms] = _damped(before, m.geom_solmix[geoms], value, floor)
+            reached = np.maximum(before[:, 0], floor) / m.geom_solref[geoms, 0]
+            short = reached < value * (1 - 1e-9)
+            if short.any():
+                notes.append(f"the damping of {int(short.sum())} geom(s) is at most {reached[short].max():.3g} times, "
+                             f"not {value:g}: their time constant reached MuJoCo's floor of 2 dt")
         elif name == "mass":
             for b in bodies:
                 old = m.body_mass[b]
@@ -104,18 +102,20 @@ class MujocoInterventions:
                     self.data.qvel[adr:adr + 3] *= limit / speed
 
 
-def _damped(solref: np.ndarray, factor: float, floor: float) -> np.ndarray:
+def _damped(solref: np.ndarray, solmix: np.ndarray, factor: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """Standard-format solref rows (time constant, damping ratio) with ``factor`` times the damping
-    and the same stiffness: MuJoCo's damping is 2 / (dmax T) and its stiffness 1 / (dmax T dampratio)^2,
-    so T / factor and dampratio * factor. MuJoCo uses T no lower than ``floor``: that effective T
-    is divided, the result no lower than the floor either (the factor then smaller, 1 at the floor)."""
-    out = solref.astype(np.float64, copy=True)
+    and the same stiffness, and the solmix that makes them their contacts': MuJoCo's damping is
+    2 / (dmax T) and its stiffness 1 / (dmax T dampratio)^2, so T / factor and dampratio * factor.
+    MuJoCo uses T no lower than ``floor``: that effective T is divided, the result no lower than
+    the floor either (the factor then smaller; a row at the floor stays as it is)."""
+    out, mix = solref.astype(np.float64, copy=True), solmix.astype(np.float64, copy=True)
     effective = np.maximum(solref[:, 0], floor)
     out[:, 0] = np.maximum(effective / factor, floor)
     out[:, 1] = solref[:, 1] * effective / out[:, 0]
     unchanged = out[:, 0] == effective
     out[unchanged] = solref[unchanged]
-    return out
+    mix[~unchanged] = DOMINANT_SOLMIX
+    return out, mix
 
 
 def _geoms(m: mujoco.MjModel, bodies: np.ndarray, name: str) -> np.ndarray:

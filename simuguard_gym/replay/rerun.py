@@ -190,7 +190,8 @@ def _rerun_in(env: gym.Env, rec: Recording, change: Intervention, at: int, artif
             note = adapter.apply_intervention(change.name, change.value, bodies)
             if note:
                 result.notes.append(note)
-            result.changes = [c.to_dict() for c in changes_between(before, adapter.parameter_values(change.name, bodies))]
+            after = adapter.parameter_values(change.name, bodies)
+            result.changes = [c.to_dict() for c in changes_between(before, after)]
 
     def after_substep(k: int) -> None:
         if k >= at and change.name == "speed_clamp":
