@@ -6,9 +6,13 @@ Public API: the wrappers, recordings, replay and detection. Everything else live
 __version__ = "0.1.0"
 
 from simuguard_gym.dependencies import check_mujoco  # noqa: E402
+from simuguard_gym.headless import choose_mujoco_gl  # noqa: E402
+
+choose_mujoco_gl()  # before anything imports mujoco: cameras render without a display
 
 check_mujoco()  # before anything imports mujoco: a broken install gets its cause and its fix
 
+from simuguard_gym.attach import BenchmarkEnv, attach  # noqa: E402
 from simuguard_gym.detection import DetectionReport, DetectorConfig, detect  # noqa: E402
 from simuguard_gym.recording.reader import Recording, load_recording  # noqa: E402
 from simuguard_gym.replay.replay import ReplayResult, replay  # noqa: E402
@@ -18,5 +22,5 @@ from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun  # noq
 from simuguard_gym.wrappers.param_identify import ParamIdentify  # noqa: E402
 from simuguard_gym.wrappers.record_physics import RecordPhysics  # noqa: E402
 
-__all__ = ["ArtifactMonitor", "DepenetrationRerun", "ParamIdentify", "DetectionReport", "DetectorConfig", "RecordPhysics", "Recording", "ReplayResult",
+__all__ = ["ArtifactMonitor", "BenchmarkEnv", "attach", "DepenetrationRerun", "ParamIdentify", "DetectionReport", "DetectorConfig", "RecordPhysics", "Recording", "ReplayResult",
            "TaskSpec", "detect", "load_recording", "replay", "__version__"]

@@ -14,9 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import string
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 #: the no-op LIBERO's evaluation scripts send while objects settle (gripper open)
@@ -71,22 +75,55 @@ def import_libero(assets: str | os.PathLike | None = None) -> Any:
     return libero
 
 
-class LiberoEnv(gym.Env):
-    """One LIBERO task as a Gymnasium env, headless (no renderer, no camera observations).
+def bddl_file(suite: str, task_id: int, assets: str | os.PathLike | None = None) -> str:
+    """The BDDL file of a suite's task, as LIBERO's evaluation scripts find it."""
+    libero = import_libero(assets)
+    from libero.libero import benchmark
+
+    if suite not in SUITES:
+        raise ValueError(f"unknown LIBERO suite {suite!r}; one of {', '.join(SUITES)}")
+    task = benchmark.get_benchmark_dict()[suite]().get_task(int(task_id))
+    return os.path.join(libero.get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
+
+
+def offscreen_env(suite: str = "libero_object", task_id: int = 0, assets: str | None = None,
+                  **kwargs: Any) -> Any:
+    """LIBERO's own ``OffScreenRenderEnv`` for a suite's task, built as its evaluation script builds
+    it (``camera_heights``/``camera_widths`` and the rest in ``kwargs``), offline. A module-level
+    function, so ``functools.partial(offscreen_env, suite=..., task_id=...)`` is an ``env_fn``
+    that recordings name (:func:`simuguard_gym.attach`)."""
+    path = bddl_file(suite, task_id, assets)
+    from libero.libero.envs import OffScreenRenderEnv
+
+    return OffScreenRenderEnv(bddl_file_name=path, **kwargs)
+
+
+class LiberoEnv(RgbArrayRendering, gym.Env):
+    """One LIBERO task as a Gymnasium env.
 
     ``reset(seed=s)`` seeds the task and, when ``init_state`` (or ``options={"init_state": k}``)
-    is set, loads LIBERO's stored initial state k as its evaluation does. The observation is the
-    task's numeric observations concatenated in key order; the action is LIBERO's 7-D delta pose
-    and gripper; ``info["success"]`` is LIBERO's success check. ``sim`` is robosuite's ``MjSim``.
+    is set, loads LIBERO's stored initial state k as its evaluation does. The action is LIBERO's
+    7-D delta pose and gripper; ``info["success"]`` is LIBERO's success check and
+    ``info["instruction"]`` the task's language instruction. ``sim`` is robosuite's ``MjSim``.
+
+    Without cameras (the default) the observation is the task's numeric observations
+    concatenated in key order. With ``use_camera_obs=True`` (LIBERO's ``camera_names``,
+    ``camera_heights`` and ``camera_widths`` apply: agentview and the wrist camera at 128 px by
+    default) it is LIBERO's observation dict, images included, plus ``"instruction"``: what a
+    vision-language-action policy reads. Images render on the CPU where there is no GPU (EGL).
 
     >>> import gymnasium as gym, simuguard_gym.envs                              # doctest: +SKIP
-    >>> env = gym.make("simuguard_gym/Libero-v0", suite="libero_object", task_id=0, init_state=0)  # doctest: +SKIP
+    >>> env = gym.make("simuguard_gym/Libero-v0", suite="libero_object", task_id=0, init_state=0,
+    ...                use_camera_obs=True)                                      # doctest: +SKIP
+    >>> obs, info = env.reset(seed=0)                                            # doctest: +SKIP
+    >>> obs["agentview_image"].shape, obs["instruction"]                         # doctest: +SKIP
+    ((128, 128, 3), 'pick up the alphabet soup and place it in the basket')
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": RENDER_MODES}
 
     def __init__(self, suite: str = "libero_object", task_id: int = 0, init_state: int | None = 0,
-                 assets: str | None = None, **kwargs: Any) -> None:
+                 assets: str | None = None, render_mode: str | None = None, **kwargs: Any) -> None:
         if suite not in SUITES:
             raise ValueError(f"unknown LIBERO suite {suite!r}; one of {', '.join(SUITES)}")
         libero = import_libero(assets)
@@ -100,12 +137,22 @@ class LiberoEnv(gym.Env):
         self.task_info = self.suite.get_task(self.task_id)
         bddl = os.path.join(libero.get_libero_path("bddl_files"), self.task_info.problem_folder,
                             self.task_info.bddl_file)
-        headless = {"has_renderer": False, "has_offscreen_renderer": False, "use_camera_obs": False}
-        self.task = ControlEnv(bddl_file_name=bddl, **{**kwargs, **headless})
+        self.cameras = bool(kwargs.pop("use_camera_obs", False))
+        # No on-screen viewer (there is no display); the offscreen renderer only for camera observations.
+        rendering = {"has_renderer": False, "has_offscreen_renderer": self.cameras, "use_camera_obs": self.cameras}
+        self.task = ControlEnv(bddl_file_name=bddl, **{**kwargs, **rendering})
+        self.instruction = str(self.task.language_instruction)
         self._states: np.ndarray | None = None
-        first = self._flatten(self.task.reset())
-        self.observation_space = spaces.Box(-np.inf, np.inf, first.shape, dtype=np.float64)
+        first = self._observe(self.task.reset())
+        if self.cameras:
+            self.observation_space = spaces.Dict({
+                **{k: spaces.Box(0, 255, v.shape, np.uint8) if v.dtype == np.uint8 else
+                   spaces.Box(-np.inf, np.inf, v.shape, np.float64) for k, v in first.items() if k != "instruction"},
+                "instruction": spaces.Text(max_length=max(256, len(self.instruction)), charset=string.printable)})
+        else:
+            self.observation_space = spaces.Box(-np.inf, np.inf, first.shape, dtype=np.float64)
         self.action_space = spaces.Box(-1.0, 1.0, (7,), dtype=np.float64)
+        self._use_render_mode(render_mode, fps=float(self.task.env.control_freq))
 
     @property
     def sim(self) -> Any:
@@ -118,6 +165,14 @@ class LiberoEnv(gym.Env):
             states = self.suite.get_task_init_states(self.task_id)
             self._states = np.asarray(states.numpy() if hasattr(states, "numpy") else states, dtype=np.float64)
         return self._states
+
+    def _observe(self, obs: dict[str, Any]) -> Any:
+        if not self.cameras:
+            return self._flatten(obs)
+        out: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype == np.uint8 else np.asarray(v, np.float64)
+                               for k, v in obs.items() if np.asarray(v).dtype.kind in "fiub"}
+        out["instruction"] = self.instruction
+        return out
 
     @staticmethod
     def _flatten(obs: dict[str, Any]) -> np.ndarray:
@@ -142,12 +197,14 @@ class LiberoEnv(gym.Env):
                 raise ValueError(f"{self.suite_name} task {self.task_id} stores states 0..{len(states) - 1}, "
                                  f"not {index}")
             obs = self.task.set_init_state(states[int(index)])
-        return self._flatten(obs), {"init_state": index}
+        return self._observe(obs), {"init_state": index, "instruction": self.instruction}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, done, info = self.task.step(np.asarray(action, dtype=np.float64))
         success = self._check_success()
-        return self._flatten(obs), float(reward), bool(success), False, {**info, "success": success}
+        return (self._observe(obs), float(reward), bool(success), False,
+                {**info, "success": success, "instruction": self.instruction})
 
     def close(self) -> None:
+        super().close()
         self.task.close()

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from simuguard_gym.attach import as_gymnasium, build_from_factory
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.bodies import BodyTable
@@ -96,7 +97,7 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     header = rec.header
     if verify not in ("all", "states"):
         raise ValueError(f"verify must be 'all' or 'states', got {verify!r}")
-    env = env_fn() if env_fn is not None else make_env(header)
+    env = as_gymnasium(env_fn(), calls=(header.get("env") or {}).get("calls")) if env_fn is not None else make_env(header)
     try:
         return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
     finally:
@@ -106,8 +107,11 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
 def make_env(header: dict[str, Any]) -> gym.Env:
     env_info = header.get("env") or {}
     env_id = env_info.get("id")
+    if not env_id and env_info.get("factory"):
+        return build_from_factory(env_info["factory"], env_info.get("calls"))
     if not env_id:
-        raise ValueError("the recording names no registered env id (the env had no spec); pass env_fn=...")
+        raise ValueError(f"the recording names no registered env id and no importable factory (its env, "
+                         f"{env_info.get('class')}, had no spec and no env_fn of module level); pass env_fn=...")
     if not env_info.get("kwargs_exact", True):
         raise ValueError(f"the recorded kwargs of {env_id} could not be stored exactly; pass env_fn=...")
     if env_id.startswith("simuguard_gym/"):

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from simuguard_gym.attach import as_gymnasium
 from simuguard_gym.capture.recorder import SubstepRecorder
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.outcome import CHECK, success_in_info
@@ -128,7 +129,8 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
     result = RerunResult(str(change), switch, at, prefix_exact=False, success=None,
                          recorded_success=(rec.footer or {}).get("success"), substeps=0,
                          simulation_parameter=change.simulation_parameter, mode=chosen)
-    env = env_fn() if env_fn is not None else make_env(rec.header)
+    env = (as_gymnasium(env_fn(), calls=(rec.header.get("env") or {}).get("calls")) if env_fn is not None
+           else make_env(rec.header))
     try:
         _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
     finally:

@@ -20,6 +20,7 @@ from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
+from simuguard_gym.attach import BenchmarkEnv
 from simuguard_gym.task_spec import TaskSpec
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.outcome import CHECK, success_in_info
@@ -90,6 +91,7 @@ class RecordPhysics(gym.Wrapper):
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.recorder.substep)
         self._steps = 0
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
+        self._last_success: tuple[bool | None, str | None] = (None, None)  # the last step's info
         self._actions = ActionLog()  # the episode's actions, for a rerun through the env's own step
         #: Paths of the recordings finished so far, oldest first.
         self.paths: list[Path] = []
@@ -108,11 +110,13 @@ class RecordPhysics(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
         known = len(self._errors)
-        guarded(self._on_hook_error, "reset", lambda: self._finish(ended="reset", success=None, terminated=False,
-                                                                   truncated=False))
+        guarded(self._on_hook_error, "reset", lambda: self._finish(ended="reset", success=self._last_success[0],
+                                                                   terminated=False, truncated=False,
+                                                                   success_source=self._last_success[1]))
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
+        self._last_success = (None, None)
         self._actions = ActionLog()
         if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
             guarded(self._on_hook_error, "reset", self._abandon)
@@ -127,8 +131,9 @@ class RecordPhysics(gym.Wrapper):
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
 
     def close(self) -> None:
-        guarded(self._on_hook_error, "close", lambda: self._finish(ended="close", success=None, terminated=False,
-                                                                   truncated=False))
+        guarded(self._on_hook_error, "close", lambda: self._finish(ended="close", success=self._last_success[0],
+                                                                   terminated=False, truncated=False,
+                                                                   success_source=self._last_success[1]))
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         super().close()
 
@@ -141,6 +146,9 @@ class RecordPhysics(gym.Wrapper):
         guarded(self._on_hook_error, "substeps", self._check_substeps, substep=self.recorder.substep)
         self._step_ends.append(self.recorder.substep)
         fields: dict[str, Any] = {"substeps": self.recorder.substep}
+        # A harness that ends its episodes by its own step limit resets without terminated or
+        # truncated (LIBERO's evaluation): the outcome is then what its env reported last.
+        self._last_success = success_in_info(info)
         if terminated or truncated:
             success, source = self._success(info)
             path = self._finish(ended="terminated" if terminated else "truncated", success=success,
@@ -293,9 +301,14 @@ def _next_episode_index(directory: Path, prefix: str) -> int:
 
 
 def _describe_env(env: gym.Env) -> dict[str, Any]:
+    base = env.unwrapped
+    if isinstance(base, BenchmarkEnv):  # a harness's own env object: rebuilt by its factory, if it has one
+        native = type(base.native)
+        return {"id": None, "class": native.__name__, "module": native.__module__, "factory": base.factory,
+                "calls": {"reset": base.reset_name, "step": base.step_name}}
     spec = getattr(env, "spec", None)
     if spec is None:
-        return {"id": None, "class": type(env.unwrapped).__name__}
+        return {"id": None, "class": type(base).__name__}
     kwargs, exact = _plain_with_flag(spec.kwargs)
     entry = spec.entry_point
     # The module that defines the env, so that a replay in a fresh process can import it (and so
