@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+import simuguard_gym  # noqa: F401 - first: it picks MuJoCo's headless renderer before mujoco is imported
+
 import gymnasium as gym
 import mujoco
 import numpy as np

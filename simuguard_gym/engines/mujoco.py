@@ -306,6 +306,14 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         (2^-32 per substep) is corrected at the next substep; full snapshots back it up."""
         return zlib.crc32(state)
 
+    def camera(self, name: str | None = None, *, height: int = 256, width: int = 256,
+               follow: str | None = None) -> Any:
+        """A camera on this adapter's MjData (see :class:`~simuguard_gym.physics.adapter.Renders`)."""
+        from simuguard_gym.engines.mujoco_render import MujocoCamera, default_camera
+
+        return MujocoCamera(self.model, self.data, default_camera(self.model) if name is None else name,
+                            height=height, width=width, follow=follow)
+
     def success(self) -> bool | None:
         check = getattr(self._owner, "_check_success", None)
         if check is None:

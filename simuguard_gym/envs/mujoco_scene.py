@@ -9,8 +9,10 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
+from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering, fps_of
 
-class MujocoSceneEnv(gym.Env):
+
+class MujocoSceneEnv(RgbArrayRendering, gym.Env):
     """A raw MuJoCo scene as an env: the action sets ``data.ctrl``, then ``frame_skip`` substeps run.
 
     The observation is ``qpos`` and ``qvel``; the reward is 0 and the episode never terminates
@@ -26,14 +28,16 @@ class MujocoSceneEnv(gym.Env):
         (13,)
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": RENDER_MODES}
 
-    def __init__(self, xml: str, frame_skip: int = 5, reset_noise: float = 0.0) -> None:
+    def __init__(self, xml: str, frame_skip: int = 5, reset_noise: float = 0.0,
+                 render_mode: str | None = None) -> None:
         if frame_skip < 1:
             raise ValueError("frame_skip must be at least 1")
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         self.frame_skip = int(frame_skip)
+        self._use_render_mode(render_mode, fps_of(self.model, self.frame_skip))
         self.reset_noise = float(reset_noise)
         low, high = self.model.actuator_ctrlrange.T.astype(np.float32).copy()
         limited = self.model.actuator_ctrllimited.astype(bool)

@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
+from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering, fps_of
 from simuguard_gym.task_spec import TaskSpec
 
 DT = 0.002
@@ -32,16 +33,14 @@ def _bin(name: str, size: float, height: float, free: bool, mass: float = 0.5, w
             f'mass="{mass / 2}"/>{walls}</body>')
 
 
-class _MujocoTask(gym.Env):
+class _MujocoTask(RgbArrayRendering, gym.Env):
     """A MuJoCo model stepped ``SUBSTEPS`` per env step; the action sets the controls."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": RENDER_MODES}
 
     def __init__(self, xml: str, render_mode: str | None = None) -> None:
-        if render_mode is not None:
-            raise ValueError(f"{type(self).__name__} cannot render")
-        self.render_mode = render_mode
         self.model = mujoco.MjModel.from_xml_string(xml)
+        self._use_render_mode(render_mode, fps_of(self.model, SUBSTEPS))
         self.data = mujoco.MjData(self.model)
         nu = self.model.nu
         self.action_space = spaces.Box(-np.ones(max(nu, 1), np.float32) * 3, np.ones(max(nu, 1), np.float32) * 3)

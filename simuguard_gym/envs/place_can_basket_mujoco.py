@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from simuguard_gym.envs.can_basket_geometry import CAN_MASS, CAN_RADIUS, basket_pieces, can_pieces
 from simuguard_gym.envs.can_basket_task import PlacementPlan, can_at_rest_inside
+from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering, fps_of
 
 DT = 0.004
 SUBSTEPS = 10
@@ -34,8 +35,9 @@ def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float 
     assets = [_mesh(f"can{i}", p.vertices) for i, p in enumerate(can)]
     assets += [_mesh(f"basket{i}", p.vertices) for i, p in enumerate(basket)]
     piece_mass = CAN_MASS / len(can)
-    can_geoms = "".join(f'<geom type="mesh" mesh="can{i}" mass="{piece_mass:.9g}"/>' for i in range(len(can)))
-    basket_geoms = "".join(f'<geom type="mesh" mesh="basket{i}"/>' for i in range(len(basket)))
+    can_geoms = "".join(f'<geom type="mesh" mesh="can{i}" mass="{piece_mass:.9g}" rgba="0.8 0.15 0.1 1"/>'
+                        for i in range(len(can)))
+    basket_geoms = "".join(f'<geom type="mesh" mesh="basket{i}" rgba="0.6 0.45 0.25 1"/>' for i in range(len(basket)))
     fx, fy, fz = FINGER
     if not gripper:
         return f"""<mujoco model="can_basket"><option timestep="{DT}"/>
@@ -47,7 +49,9 @@ def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float 
   <default><geom friction="0.6 0.005 0.0001"/></default>
   <asset>{''.join(assets)}</asset>
   <worldbody>
-    <geom name="ground" type="plane" size="1 1 0.1"/>
+    <light name="sun" pos="0 0 1.5" dir="0 0 -1" directional="true" diffuse="0.7 0.7 0.7"/>
+    <camera name="front" pos="0.13 -0.32 0.28" xyaxes="0.91 0.42 0 -0.25 0.55 0.8"/>
+    <geom name="ground" type="plane" size="1 1 0.1" rgba="0.75 0.75 0.72 1"/>
     <body name="basket">{basket_geoms}</body>
     <body name="can" pos="{GRIPPER_HOME[0]} {GRIPPER_HOME[1]} {GRIPPER_HOME[2]}"><freejoint name="can"/>{can_geoms}</body>
     <body name="gripper_x" gravcomp="1"><joint name="slide_x" type="slide" axis="1 0 0" damping="300"/>
@@ -76,7 +80,7 @@ def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float 
 </mujoco>"""
 
 
-class PlaceCanBasketMujocoEnv(gym.Env):
+class PlaceCanBasketMujocoEnv(RgbArrayRendering, gym.Env):
     """The can-into-basket placement in MuJoCo, the twin of PlaceCanBasket-v0.
 
     The finger pads squeeze lightly and contact stiffly by default (``pad_kp`` 200 N/m,
@@ -94,14 +98,12 @@ class PlaceCanBasketMujocoEnv(gym.Env):
         (18,)
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": RENDER_MODES}
 
     def __init__(self, render_mode: str | None = None, contact_timeconst: float | None = None,
                  pad_kp: float = 200.0, pad_timeconst: float = 2 * DT) -> None:
-        if render_mode is not None:
-            raise ValueError("PlaceCanBasket-MuJoCo-v0 cannot render")
-        self.render_mode = render_mode
         self.model = mujoco.MjModel.from_xml_string(scene_xml(pad_kp=pad_kp, pad_timeconst=pad_timeconst))
+        self._use_render_mode(render_mode, fps_of(self.model, SUBSTEPS))
         if contact_timeconst is not None:
             self.model.geom_solref[:, 0] = contact_timeconst
         self.data = mujoco.MjData(self.model)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.camera import Camera
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import SubstepHooks
 from simuguard_gym.physics.parameters import ParameterValue
@@ -253,3 +254,13 @@ class Intervenes(Protocol):
 
     def clamp_speeds(self, bodies: np.ndarray, limit: float) -> None:
         """Scale down the linear velocity of ``bodies`` faster than ``limit`` (m/s)."""
+
+
+@runtime_checkable
+class Renders(Protocol):
+    """An adapter that renders its current state from a camera (MuJoCo, also on the CPU)."""
+
+    def camera(self, name: str | None = None, *, height: int = 256, width: int = 256,
+               follow: str | None = None) -> Camera:
+        """A camera by name; None: the scene's front view if it has one, else a free camera that
+        follows body ``follow`` (if named)."""
