@@ -24,7 +24,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from simuguard_gym import __version__
-from simuguard_gym.import_spec import load_callable
+from simuguard_gym.policy import BatchChunkPlayer, ChunkPlayer, load_policy
 from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.replay.interventions import Intervention, default_intervention
@@ -42,9 +42,10 @@ class AuditConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     episodes: int = 20
     seed_base: int = 0
-    policy: str = "scripted"  # "scripted" (the env's expert_action), "MODULE:CALLABLE", or "sb3:PATH"
+    policy: str = "scripted"  # "scripted" (the env's expert_action), MODULE:NAME, FILE.py:NAME or "sb3:PATH"
     intervention: str | None = None  # None: the engine's default (PhysX depenetration, MuJoCo timeconst)
     sapien_path: str | None = None  # a repaired SAPIEN copy (simuguard repair-physx) to run on
+    num_envs: int = 1  # > 1: episodes over a vector env of this many, the policy acting on the batch
 
     def seeds(self) -> list[int]:
         return list(range(self.seed_base, self.seed_base + self.episodes))
@@ -52,6 +53,8 @@ class AuditConfig:
     def check(self) -> None:
         if self.episodes < 1:
             raise ValueError("--episodes must be at least 1")
+        if self.num_envs < 1:
+            raise ValueError("--num-envs must be at least 1")
         register(self.env_id)
         if self.env_id not in gym.registry:
             raise ValueError(f"unknown env id {self.env_id!r} (not registered with Gymnasium)")
@@ -73,36 +76,6 @@ def register(env_id: str) -> None:
 
 def episode_name(seed: int) -> str:
     return f"seed_{seed:06d}"
-
-
-def load_policy(spec: str) -> Callable[[gym.Env, Any], Any]:
-    """``policy(env, obs) -> action`` for a policy spec (see :class:`AuditConfig`)."""
-    if spec == "scripted":
-        def scripted(env: gym.Env, obs: Any) -> Any:
-            expert = getattr(env.unwrapped, "expert_action", None)
-            if expert is None:
-                raise ValueError("--policy scripted needs an env with expert_action() (the built-in tasks)")
-            return expert()
-        return scripted
-    if spec.startswith("sb3:"):
-        path = spec[4:]
-        try:
-            from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
-        except ImportError:
-            raise ValueError("--sb3 needs stable-baselines3: pip install 'simuguard-gym[sb3]'") from None
-        for algorithm in (PPO, SAC, TD3, A2C, DDPG, DQN):
-            try:
-                model = algorithm.load(path, device="cpu")
-                break
-            except Exception:  # noqa: BLE001 - try the next algorithm
-                continue
-        else:
-            raise ValueError(f"cannot load an SB3 model from {path}")
-        return lambda env, obs: model.predict(obs, deterministic=True)[0]
-    if ":" not in spec:
-        raise ValueError(f"--policy must be 'scripted' or MODULE:CALLABLE, got {spec!r}")
-    target = load_callable(spec, "policy")
-    return lambda env, obs: target(obs)
 
 
 def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list[str]) -> list[int]:
@@ -144,38 +117,96 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
 def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
                  progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run ``seeds`` in this process; returns one summary per episode."""
+    if config.num_envs > 1:
+        return _run_vector(config, out, seeds, progress)
+    env, recorder = _audited_env(config, out)
+    summaries = []
+    try:
+        player = ChunkPlayer(load_policy(config.policy, env), env.action_space.shape or ())
+        for seed in seeds:
+            recorder.name_next(episode_name(seed))
+            obs, info = env.reset(seed=seed)
+            player.reset({**info, "seed": seed})
+            terminated = truncated = False
+            steps = 0
+            while not (terminated or truncated):
+                obs, _, terminated, truncated, info = env.step(player.act(obs, info))
+                steps += 1
+            summaries.append(_summary(seed, steps, info))
+            if progress is not None:
+                progress(summaries[-1])
+    finally:
+        env.close()
+    return summaries
+
+
+def _audited_env(config: AuditConfig, out: Path) -> tuple[gym.Env, Any]:
+    from simuguard_gym.engines.base import adapter_for
     from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
     from simuguard_gym.wrappers.record_physics import RecordPhysics
 
     register(config.env_id)
     base = gym.make(config.env_id, **config.env_kwargs)
-    from simuguard_gym.engines.base import adapter_for
-
     env = DepenetrationRerun(base, config.intervention or default_intervention(adapter_for(base).engine),
                              directory=out)
-    recorder = _find(env, RecordPhysics)
-    policy = load_policy(config.policy)
-    summaries = []
+    return env, _find(env, RecordPhysics)
+
+
+def _summary(seed: int, steps: int, info: dict[str, Any]) -> dict[str, Any]:
+    ours = info.get("simuguard", {})
+    return {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
+            "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
+            "rerun_unscored": (ours.get("rerun") or {}).get("unscored"),
+            "events": [e["onset_substep"] for e in ours.get("events", [])]}
+
+
+def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
+                progress: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
+    """Episodes on ``num_envs`` envs stepped side by side, the policy acting on their batch (the
+    observations batched as Gymnasium's vector envs batch them). An env whose episode ended waits
+    for the next seed; when none is left it is not stepped again, and the policy's answer for it
+    is dropped."""
+    from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+    n = min(config.num_envs, len(seeds))
+    stacks = [_audited_env(config, out) for _ in range(n)]
+    space = stacks[0][0].observation_space
+    buffer = create_empty_array(space, n)
+    batch_space(space, n)  # fails here on a space Gymnasium cannot batch
+    summaries: list[dict[str, Any]] = []
+    pending = list(seeds)
+    running: list[int | None] = [None] * n
+    steps, obs, infos = [0] * n, [None] * n, [{} for _ in range(n)]
     try:
-        for seed in seeds:
-            recorder.name_next(episode_name(seed))
-            obs, info = env.reset(seed=seed)
-            terminated = truncated = False
-            steps = 0
-            while not (terminated or truncated):
-                obs, _, terminated, truncated, info = env.step(policy(env, obs))
-                steps += 1
-            ours = info.get("simuguard", {})
-            summary = {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
-                       "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
-                       "rerun_unscored": (ours.get("rerun") or {}).get("unscored"),
-                       "events": [e["onset_substep"] for e in ours.get("events", [])]}
-            summaries.append(summary)
-            if progress is not None:
-                progress(summary)
+        player = BatchChunkPlayer(load_policy(config.policy, stacks[0][0]), stacks[0][0].action_space.shape or (), n)
+
+        def start(i: int) -> None:
+            seed = running[i] = pending.pop(0)
+            stacks[i][1].name_next(episode_name(seed))
+            obs[i], info = stacks[i][0].reset(seed=seed)
+            infos[i], steps[i] = {**info, "seed": seed}, 0
+            player.reset(i, infos[i])
+
+        for i in range(n):
+            start(i)
+        while any(s is not None for s in running):
+            actions = player.act(concatenate(space, obs, buffer), infos)
+            for i, seed in enumerate(running):
+                if seed is None:
+                    continue
+                obs[i], _, terminated, truncated, infos[i] = stacks[i][0].step(actions[i])
+                steps[i] += 1
+                if terminated or truncated:
+                    summaries.append(_summary(seed, steps[i], infos[i]))
+                    if progress is not None:
+                        progress(summaries[-1])
+                    running[i] = None
+                    if pending:
+                        start(i)
     finally:
-        env.close()
-    return summaries
+        for env, _ in stacks:
+            env.close()
+    return sorted(summaries, key=lambda s: s["seed"])
 
 
 def missing_reruns(out: Path, seeds: list[int]) -> list[int]:
@@ -215,6 +246,30 @@ def redo_reruns(config: AuditConfig, out: Path, seeds: list[int]) -> list[dict[s
             continue
         done.append({"seed": seed, "rerun": result})
     return done
+
+
+def write_videos(out: Path, seeds: list[int], env_fn: Callable[[], Any] | None = None) -> dict[str, str]:
+    """An MP4 beside every recording of ``seeds`` that holds a contact artifact and has none yet
+    (:func:`simuguard_gym.video.write_video`); returns why a video could not be made, by file name."""
+    from simuguard_gym.video import write_video
+
+    reasons: dict[str, str] = {}
+    for seed in seeds:
+        path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
+        try:
+            footer = load_recording(path).footer or {}
+        except (RecordingError, OSError):
+            continue
+        if not any(e.get("artifact") for e in (footer.get("detector") or {}).get("events") or []):
+            continue
+        if path.with_suffix(".mp4").exists():
+            continue
+        try:
+            write_video(path, env_fn=env_fn)
+        except Exception as error:  # noqa: BLE001 - a video that cannot be made leaves its reason in the report
+            reasons[path.name] = f"{type(error).__name__}: {error}"
+            logger.warning("simuguard audit: no video of seed %d: %s", seed, error)
+    return reasons
 
 
 def _worker(payload: tuple[dict[str, Any], str, list[int]]) -> list[dict[str, Any]]:

@@ -51,6 +51,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
     p.set_defaults(run=_view)
 
+    p = sub.add_parser("video", help="an MP4 of recorded episodes rendered from their bit-exact replay, the "
+                       "event's onset marked (red border) and its body framed; needs the video extra")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    p.add_argument("--out", help="the .mp4 for one recording, or a directory (default: beside each recording)")
+    p.add_argument("--camera", help="a camera of the scene (default: its front view, else one following the "
+                   "event's body)")
+    p.add_argument("--size", type=int, default=256, help="frame height and width in pixels (default 256)")
+    p.add_argument("--event", type=int, help="the detector event to mark (default: the first contact artifact)")
+    p.add_argument("--flagged", action="store_true", help="only recordings that hold a contact artifact")
+    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.set_defaults(run=_video)
+
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
     p.add_argument("file")
     p.add_argument("--intervention",
@@ -88,7 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed-base", type=int, default=0, help="episode i is reset with seed SEED_BASE + i")
     p.add_argument("--policy", default="scripted",
-                   help="MODULE:CALLABLE taking an observation, or 'scripted' (the built-in tasks' expert)")
+                   help="MODULE:NAME or FILE.py:NAME (the current directory is importable): a class or object with "
+                   "reset(info) and act(observation, info) returning an action or a chunk of actions, or a function "
+                   "of the observation; or 'scripted' (the built-in tasks' expert)")
+    p.add_argument("--num-envs", type=int, default=1, help="run this many envs side by side, the policy acting on "
+                   "their batch (default 1)")
     p.add_argument("--sb3", help="a Stable-Baselines3 model .zip to act with (instead of --policy)")
     p.add_argument("--out", required=True, help="directory of the run (resumed if it holds this run)")
     p.add_argument("--intervention", help="the rerun's change (default: the engine's, "
@@ -98,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "(RAY_ADDRESS's cluster, else a local one); --out must be visible to every node")
     p.add_argument("--repaired-physx", metavar="DIR", help="run the episodes on the repaired SAPIEN copy that "
                    "`simuguard repair-physx --out DIR` wrote (in subprocesses)")
+    p.add_argument("--no-videos", action="store_true", help="no MP4 of the flagged episodes (made by default "
+                   "where the video extra and a renderer are installed; the report links them)")
     p.add_argument("--force", action="store_true", help="replace a different run in --out")
     p.add_argument("--quiet", action="store_true", help="no line per episode")
     p.set_defaults(run=_audit)
@@ -252,6 +270,44 @@ def _replay(args: argparse.Namespace) -> int:
     if missing:
         return EXIT_USAGE
     return EXIT_OK if exact == len(files) else EXIT_DIVERGED
+
+
+def _video(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simuguard_gym.video import write_video
+
+    env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
+    files = _recording_files(args.paths)
+    if not files:
+        return EXIT_USAGE
+    out = Path(args.out) if args.out else None
+    if out is not None and len(files) > 1 and out.suffix == ".mp4":
+        raise ValueError("--out names one .mp4 but several recordings were given: name a directory")
+    failed = 0
+    for path in files:
+        if args.flagged and not _flagged(path):
+            continue
+        target = None if out is None else (out if out.suffix == ".mp4" else out / (Path(path).stem + ".mp4"))
+        try:
+            video = write_video(path, target, env_fn=env_fn, camera=args.camera, size=args.size, event=args.event)
+        except Exception as error:  # noqa: BLE001 - one recording without a video does not stop the others
+            logging.info("simuguard video: %s", path, exc_info=True)
+            failed += 1
+            print(f"simuguard video: error: {path}: {_error_text(error)}", file=sys.stderr, flush=True)
+            continue
+        onset = "" if video.onset_frame is None else f", onset at frame {video.onset_frame} ({video.body})"
+        print(f"{video.path}: {video.frames} frames at {video.fps:g} fps{onset}; replay {video.replay}", flush=True)
+        failed += not video.exact
+    return EXIT_DIVERGED if failed else EXIT_OK
+
+
+def _flagged(path: Any) -> bool:
+    try:
+        footer = load_recording(path).footer or {}
+    except RecordingError:
+        return False
+    return any(e.get("artifact") for e in (footer.get("detector") or {}).get("events") or [])
 
 
 def _replay_line(path: Any, result: Any = None, error: str | None = None) -> dict[str, Any]:
@@ -478,7 +534,8 @@ def _audit(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from simuguard_gym.audit import AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
+    from simuguard_gym.audit import (AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel,
+                                     run_ray, write_videos)
     from simuguard_gym.scoring.report import format_table, report, write_report
 
     try:
@@ -493,7 +550,8 @@ def _audit(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.repaired_physx} holds no repaired SAPIEN (run: simuguard repair-physx --out DIR)")
     config = AuditConfig(args.env, kwargs, args.episodes, args.seed_base,
                          f"sb3:{args.sb3}" if args.sb3 else args.policy, args.intervention,
-                         str(Path(args.repaired_physx).resolve()) if args.repaired_physx else None)
+                         str(Path(args.repaired_physx).resolve()) if args.repaired_physx else None,
+                         args.num_envs)
     config.check()
     out = Path(args.out)
     todo = prepare_directory(out, config, args.force, sys.argv)
@@ -539,12 +597,13 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"simuguard audit: skipped {problem}", file=sys.stderr)
     print(format_table(rows))
     paths = write_report(rows, out, skipped=skipped)
+    no_video = {} if args.no_videos else write_videos(out, config.seeds())
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds, skipped)[0])
+        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds, skipped, no_video=no_video)[0])
     except ImportError:
         pass
     print(f"report: {', '.join(str(p) for p in paths)}")

@@ -1,8 +1,17 @@
-"""``MODULE:CALLABLE`` strings, as the command line takes env factories and policies."""
+"""``MODULE:NAME`` and ``FILE.py:NAME`` strings, as the command line takes env factories and policies.
+
+A module is looked up in the current directory first (as ``python -m`` does), so a policy module
+beside the command works without installing it.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 
@@ -12,13 +21,37 @@ def load_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
     >>> load_callable("math:sqrt")(4.0)
     2.0
     """
-    module, _, name = spec.partition(":")
+    module, _, name = spec.rpartition(":")
     if not module or not name:
-        raise ValueError(f"expected MODULE:CALLABLE for the {what}, got {spec!r}")
+        raise ValueError(f"expected MODULE:CALLABLE or FILE.py:CALLABLE for the {what}, got {spec!r}")
     try:
-        target = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
+        target: Any = import_module_or_file(module)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, OSError, SyntaxError) as error:
         raise ValueError(f"cannot import the {what} {spec}: {error}") from None
     if not callable(target):
         raise ValueError(f"the {what} {spec} is not callable")
     return target
+
+
+def import_module_or_file(module: str) -> ModuleType:
+    """A module by dotted name (the current directory searched first) or by ``.py`` file path."""
+    if module.endswith(".py") or os.sep in module or "/" in module:
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise ImportError(f"no such file {module}")
+        name = f"simuguard_user_{path.stem}"
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {module} as a Python module")
+        found = importlib.util.module_from_spec(spec)
+        sys.modules[name] = found  # before it runs: dataclasses and pickling look their module up
+        spec.loader.exec_module(found)
+        return found
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module)

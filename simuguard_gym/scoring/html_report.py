@@ -25,7 +25,8 @@ WINDOW = (0.3, 0.5)
 
 def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path,
                       link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None,
-                      skipped: Sequence[str] = (), paired: dict[str, Any] | None = None) -> list[Path]:
+                      skipped: Sequence[str] = (), paired: dict[str, Any] | None = None,
+                      no_video: dict[str, str] | None = None) -> list[Path]:
     """``report.html`` and its PNGs in ``out``; returns the paths written.
 
     ``skipped`` names the files the table left out, each with the reason (the ``skipped`` list of
@@ -35,7 +36,9 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     recordings don't keep the robot: :func:`simuguard_gym.replay.link_speeds.robot_link_speeds`
     replays them); without it, or where it returns None, the plots show the links' speeds at their
     contacts with the object only. ``paired`` (the comparisons of ``report(..., versus)``) adds
-    the paired counts and exact tests on as-run and on corrected outcomes."""
+    the paired counts and exact tests on as-run and on corrected outcomes. Each artifact's figure
+    links the episode's video where one lies beside its recording (``simuguard video``), else says
+    why there is none where ``no_video`` (recording file name -> reason) tells."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,16 +46,16 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    figures: list[tuple[str, str, bytes]] = []  # (file name, caption, png)
+    figures: list[tuple[str, str, bytes, str]] = []  # (file name, caption, png, html after the caption)
 
-    def save(fig: Any, name: str, caption: str) -> None:
+    def save(fig: Any, name: str, caption: str, extra: str = "") -> None:
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
         plt.close(fig)
         png = buffer.getvalue()
         (out / name).write_bytes(png)
         written.append(out / name)
-        figures.append((name, caption, png))
+        figures.append((name, caption, png, extra))
 
     save(_scores_chart(plt, rows), "scores.png", "Success rate by estimate; bars span the bounds (every flagged "
          "episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
@@ -75,7 +78,8 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     for i, (path, rec, event) in enumerate(artifacts):
         caption = (f"{path.name}: {event['body']} at {event['onset_time']:.3f} s, partner {event['partner']}, "
                    f"peak {event['peak_speed']:.2f} m/s")
-        save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption)
+        save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption,
+             _video_link(path, out, (no_video or {}).get(path.name)))
     page = out / "report.html"
     page.write_text(_page(rows, figures, skipped, paired))
     written.insert(0, page)
@@ -171,7 +175,15 @@ def _paired_table(paired: dict[str, Any] | None) -> str:
     return f"<h2>Paired comparison (this run A against B on shared task and seed)</h2><table>{head}{body}</table>"
 
 
-def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], skipped: Sequence[str] = (),
+def _video_link(recording: Path, out: Path, reason: str | None) -> str:
+    video = recording.with_suffix(".mp4")
+    if video.exists():
+        href = html.escape(Path(os.path.relpath(video, out)).as_posix())
+        return f' <a class="video" href="{href}">video of the episode</a>'
+    return f" (no video: {html.escape(reason)})" if reason else ""
+
+
+def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]], skipped: Sequence[str] = (),
           paired: dict[str, Any] | None = None) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
@@ -188,7 +200,8 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes]], ski
                 + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>" if skipped else "")
     images = "".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-        f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>" for name, caption, png in figures)
+        f"<figcaption>{html.escape(caption)} ({html.escape(name)}){extra}</figcaption></figure>"
+        for name, caption, png, extra in figures)
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>simuguard report</title>
 <style>body{{font-family:sans-serif;max-width:900px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
