@@ -18,12 +18,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
+from simuguard_gym.envs.libero_task import SETTLE_STEPS
 
 logger = logging.getLogger(__name__)
 
 #: an object further than this inside a support at the start counts as starting inside it
 DEPTH_LIMIT = 0.005
-SETTLE_STEPS = 15
 
 
 @dataclass

@@ -122,3 +122,100 @@ def test_an_object_created_inside_the_floor_settles_in_the_default_rerun(tmp_pat
     assert result.prefix_exact and result.changes and all(c["before"] != c["after"] for c in result.changes)
     assert max(result.peaks[b]["recorded"] for b in ejected) > 1.0
     assert max(result.peaks[b]["rerun"] for b in ejected) < 0.5
+
+
+class _StepFrames:
+    """A replay listener rendering agentview (64 px) at the end of every recorded env step."""
+
+    def __init__(self, ends):
+        self.ends, self.substep, self.frames, self.errors = set(ends), 0, [], []
+
+    def attach(self, adapter):
+        self.camera = adapter.camera("agentview", height=64, width=64)
+
+    def before_substep(self, phase):
+        pass
+
+    def after_substep(self):
+        self.substep += 1
+        if self.substep in self.ends:
+            self.frames.append(self.camera.render())
+
+    def hook_failed(self, where, error):
+        self.errors.append(error)
+
+
+@pytest.mark.slow
+def test_libero_own_classes_attached_as_its_evaluation_builds_them(tmp_path, rendering):
+    """LIBERO's evaluation loop, unchanged but for the line that builds the env: the suite's task,
+    its stored initial states, set_init_state, 15 settle no-ops, then the policy until done or the
+    suite's step limit, two 128 px cameras on; recorded, monitored, replayed bit for bit."""
+    import functools
+
+    from simuguard_gym import ArtifactMonitor, RecordPhysics, attach, load_recording, replay
+    from simuguard_gym.engines.base import adapter_for
+    from simuguard_gym.envs.libero_task import MAX_STEPS, NOOP, SETTLE_STEPS, import_libero, offscreen_env
+
+    import_libero()
+    from libero.libero import benchmark
+
+    suite = benchmark.get_benchmark_dict()["libero_object"]()
+    init_states = suite.get_task_init_states(0)
+    make = functools.partial(offscreen_env, suite="libero_object", task_id=0, camera_heights=128, camera_widths=128)
+    env = attach(make(), lambda e: RecordPhysics(e, tmp_path), ArtifactMonitor, env_fn=make)
+    rng = np.random.default_rng(0)
+    env.seed(0)
+    env.reset()
+    obs = env.set_init_state(init_states[0])
+    camera = adapter_for(env.gym).camera("agentview", height=64, width=64)  # on the sim the reset built
+    assert obs["agentview_image"].shape == obs["robot0_eye_in_hand_image"].shape == (128, 128, 3)
+    # the BDDL file's instruction, which the attached env reports (info["instruction"] on the Gymnasium side)
+    assert env.language_instruction and env.base.instruction == env.language_instruction
+    frames, images = [], []
+    for t in range(MAX_STEPS["libero_object"] + SETTLE_STEPS):
+        action = NOOP if t < SETTLE_STEPS else np.clip(rng.normal(0, 0.3, 7), -1, 1)
+        obs, reward, done, info = env.step(action)
+        assert info["simuguard"]["errors"] == []
+        frames.append(camera.render())
+        images.append(obs["agentview_image"][::8, ::8].copy())
+        if done:
+            break
+    env.reset()  # the next episode's reset ends this one, as LIBERO's loop does
+    env.close()
+    assert np.std(images, axis=0).mean() > 1 and np.std(frames, axis=0).mean() > 1  # not constant
+    rec = load_recording(next(tmp_path.glob("*.msgpack")))
+    assert rec.header["env"]["class"] == "OffScreenRenderEnv" and rec.header["env"]["factory"]
+    assert rec.footer["steps"] == len(frames) and rec.footer["success"] is not None
+    assert rec.footer["ended"] in ("terminated", "reset")
+    listener = _StepFrames(rec.footer["step_substeps"])
+    result = replay(rec, listeners=[listener])  # LIBERO's env rebuilt from the recording's factory
+    assert result.exact, result.message
+    assert listener.errors == [] and len(listener.frames) == len(frames)
+    assert all(np.array_equal(a, b) for a, b in zip(frames, listener.frames))
+
+
+@pytest.mark.slow
+def test_an_image_policy_with_the_libero_protocol_runs_through_simuguard_audit(tmp_path, monkeypatch, rendering):
+    """examples/libero_image_policy.py: camera images and the instruction reach a torch policy
+    that acts in chunks after LIBERO's settle steps; the audit records and monitors it."""
+    import json
+    from pathlib import Path
+
+    from simuguard_gym import load_recording
+    from simuguard_gym.cli import main
+    from simuguard_gym.envs.libero_task import NOOP, SETTLE_STEPS
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    monkeypatch.chdir(examples)  # the policy module is importable from the current directory
+    kwargs = {"suite": "libero_object", "task_id": 0, "use_camera_obs": True, "max_steps": SETTLE_STEPS + 8}
+    code = main(["audit", "--env", "simuguard_gym/Libero-v0", "--env-kwargs", json.dumps(kwargs),
+                 "--policy", "libero_image_policy:ImagePolicy", "--episodes", "1", "--out", str(tmp_path),
+                 "--quiet", "--no-videos"])
+    assert code == 0
+    rec = load_recording(tmp_path / "seed_000000.msgpack")
+    assert rec.footer["steps"] == SETTLE_STEPS + 8 and rec.footer["truncated"]
+    actions = rec.actions
+    assert (actions[:SETTLE_STEPS] == NOOP).all()
+    moved = actions[SETTLE_STEPS:]
+    assert not (moved == NOOP).all(axis=1).any() and len({a.tobytes() for a in moved}) > 1  # its chunks
+    assert rec.footer["errors"] == 0

@@ -25,6 +25,10 @@ from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 #: the no-op LIBERO's evaluation scripts send while objects settle (gripper open)
 NOOP = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+#: the settle steps before the policy acts
+SETTLE_STEPS = 15
+#: the policy steps LIBERO's evaluations allow per suite (as OpenVLA's LIBERO evaluation sets them)
+MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
 
 
 class LiberoAssetsMissing(ImportError):
@@ -111,6 +115,8 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
     ``camera_heights`` and ``camera_widths`` apply: agentview and the wrist camera at 128 px by
     default) it is LIBERO's observation dict, images included, plus ``"instruction"``: what a
     vision-language-action policy reads. Images render on the CPU where there is no GPU (EGL).
+    An episode is truncated after ``max_steps`` steps (default: the suite's evaluation limit,
+    :data:`MAX_STEPS`, plus the :data:`SETTLE_STEPS` no-ops before the policy acts).
 
     >>> import gymnasium as gym, simuguard_gym.envs                              # doctest: +SKIP
     >>> env = gym.make("simuguard_gym/Libero-v0", suite="libero_object", task_id=0, init_state=0,
@@ -123,7 +129,8 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
     metadata = {"render_modes": RENDER_MODES}
 
     def __init__(self, suite: str = "libero_object", task_id: int = 0, init_state: int | None = 0,
-                 assets: str | None = None, render_mode: str | None = None, **kwargs: Any) -> None:
+                 assets: str | None = None, render_mode: str | None = None, max_steps: int | None = None,
+                 **kwargs: Any) -> None:
         if suite not in SUITES:
             raise ValueError(f"unknown LIBERO suite {suite!r}; one of {', '.join(SUITES)}")
         libero = import_libero(assets)
@@ -131,6 +138,10 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
         from libero.libero.envs.env_wrapper import ControlEnv
 
         self.suite_name, self.task_id, self.init_state = suite, int(task_id), init_state
+        self.max_steps = int(max_steps) if max_steps is not None else MAX_STEPS[suite] + SETTLE_STEPS
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        self._steps = 0
         self.suite = benchmark.get_benchmark_dict()[suite]()
         if not 0 <= self.task_id < self.suite.n_tasks:
             raise ValueError(f"{suite} has tasks 0..{self.suite.n_tasks - 1}, not {task_id}")
@@ -141,7 +152,8 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
         # No on-screen viewer (there is no display); the offscreen renderer only for camera observations.
         rendering = {"has_renderer": False, "has_offscreen_renderer": self.cameras, "use_camera_obs": self.cameras}
         self.task = ControlEnv(bddl_file_name=bddl, **{**kwargs, **rendering})
-        self.instruction = str(self.task.language_instruction)
+        # the task's language as LIBERO's benchmark lists it: what evaluation scripts give the policy
+        self.instruction = str(self.task_info.language)
         self._states: np.ndarray | None = None
         first = self._observe(self.task.reset())
         if self.cameras:
@@ -190,6 +202,7 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
             np.random.seed(seed)
             self.task.seed(seed)
         obs = self.task.reset()
+        self._steps = 0
         index = (options or {}).get("init_state", self.init_state)
         if index is not None:
             states = self.init_states
@@ -202,7 +215,8 @@ class LiberoEnv(RgbArrayRendering, gym.Env):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, done, info = self.task.step(np.asarray(action, dtype=np.float64))
         success = self._check_success()
-        return (self._observe(obs), float(reward), bool(success), False,
+        self._steps += 1
+        return (self._observe(obs), float(reward), bool(success), self._steps >= self.max_steps and not success,
                 {**info, "success": success, "instruction": self.instruction})
 
     def close(self) -> None:
