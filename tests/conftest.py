@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -124,3 +126,33 @@ def assert_same_states(a: list, b: list) -> None:
     assert len(a) == len(b)
     for i, (x, y) in enumerate(zip(a, b)):
         assert x.tobytes() == y.tobytes(), f"qpos/qvel differ at probe call {i}"
+
+
+@functools.lru_cache(maxsize=None)
+def _rendering_problem() -> str | None:
+    from simuguard_gym.headless import headless_rendering_problem
+
+    context = getattr(mujoco, "GLContext", None)
+    if context is None:
+        return "MuJoCo rendering is disabled (MUJOCO_GL)"
+    problem = headless_rendering_problem(context.__module__)
+    if problem:
+        return problem
+    try:
+        context(16, 16).free()
+    except Exception as error:  # noqa: BLE001 - e.g. EGL without Mesa's drivers
+        return (f"MuJoCo cannot create an OpenGL context ({type(error).__name__}: {error}); on Debian: "
+                "apt install libegl1 libegl-mesa0 libgl1-mesa-dri")
+    return None
+
+
+@pytest.fixture
+def rendering() -> None:
+    """For tests that render cameras: skipped where MuJoCo cannot render, failed instead under
+    SIMUGUARD_REQUIRE_RENDERING=1 (CI installs what rendering needs)."""
+    problem = _rendering_problem()
+    if problem is None:
+        return
+    if os.environ.get("SIMUGUARD_REQUIRE_RENDERING") == "1":
+        pytest.fail(problem)
+    pytest.skip(problem)

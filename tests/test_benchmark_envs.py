@@ -72,7 +72,7 @@ class _StepFrames:
 
 @needs_robosuite
 @pytest.mark.slow
-def test_suite_make_lift_with_cameras_records_monitors_and_replays_bit_exact(tmp_path):
+def test_suite_make_lift_with_cameras_records_monitors_and_replays_bit_exact(tmp_path, rendering):
     make = functools.partial(native_envs.robosuite_lift, horizon=15)
     env = attach(make(), lambda e: RecordPhysics(e, tmp_path), ArtifactMonitor, env_fn=make)
     rng = np.random.default_rng(0)
@@ -107,7 +107,7 @@ def test_suite_make_lift_with_cameras_records_monitors_and_replays_bit_exact(tmp
 
 @needs_robosuite
 @pytest.mark.slow
-def test_attaching_changes_nothing_the_harness_sees_with_cameras_on(tmp_path):
+def test_attaching_changes_nothing_the_harness_sees_with_cameras_on(tmp_path, rendering):
     """Observations with camera images, rewards, dones and infos, plain and attached. With Python's
     cyclic garbage collector off: robosuite's renderer draws into whatever EGL context is current,
     and collecting one of its old render contexts (the sim a hard reset replaced) releases the
@@ -144,7 +144,7 @@ def test_attaching_changes_nothing_the_harness_sees_with_cameras_on(tmp_path):
 @needs_robosuite
 @needs_av
 @pytest.mark.slow
-def test_video_of_a_recording_has_one_frame_per_env_step(tmp_path):
+def test_video_of_a_recording_has_one_frame_per_env_step(tmp_path, rendering):
     from simuguard_gym.video import count_frames, write_video
 
     make = functools.partial(native_envs.robosuite_lift, cameras=False, horizon=10)

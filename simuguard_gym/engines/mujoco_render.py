@@ -24,7 +24,9 @@ class MujocoCamera:
     ``camera`` is a camera's name or index, or None for a free camera: looking at body ``follow``
     from 0.6 m and following it where one is named, else MuJoCo's default view. The size is
     capped by the model's offscreen buffer (``<visual><global offwidth offheight>``), which is
-    never changed: it is part of the model the recording checks.
+    never changed: it is part of the model the recording checks. A camera stays on the model and
+    data it was made with: robosuite builds new ones at every hard reset, so make it after the
+    reset (an adapter's ``camera()`` uses the MjData the env steps now).
 
     >>> import mujoco
     >>> model = mujoco.MjModel.from_xml_string(
@@ -127,7 +129,10 @@ def _current_context_kept() -> Iterator[None]:
             yield
         finally:
             if context and display:
-                EGL.eglMakeCurrent(display, draw, read, context)
+                try:
+                    EGL.eglMakeCurrent(display, draw, read, context)
+                except Exception:  # noqa: BLE001 - that context is gone (ours, just closed): nothing to keep
+                    pass
     elif backend.endswith("glfw"):
         import glfw
 
@@ -136,7 +141,10 @@ def _current_context_kept() -> Iterator[None]:
             yield
         finally:
             if window:
-                glfw.make_context_current(window)
+                try:
+                    glfw.make_context_current(window)
+                except Exception:  # noqa: BLE001 - that window is gone
+                    pass
     else:
         yield
 

@@ -37,7 +37,7 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
             continue
         footer = rec.footer or {}
         if footer.get("success") is None:
-            continue  # no outcome to score (an episode cut by a reset or close before its end)
+            continue  # no outcome to score (an env that reports none, or an episode that never stepped)
         found = (footer.get("detector") or {}).get("events")
         events = found if found is not None else detect(rec).events
         rerun = rerun_of(path)
