@@ -209,22 +209,22 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
     return sorted(summaries, key=lambda s: s["seed"])
 
 
+def holds_artifact(path: Path) -> bool:
+    """Whether a final recording's detector found a contact artifact (False if it cannot be read)."""
+    try:
+        footer = load_recording(path).footer or {}
+    except (RecordingError, OSError):
+        return False
+    return any(e.get("artifact") for e in (footer.get("detector") or {}).get("events") or [])
+
+
 def missing_reruns(out: Path, seeds: list[int]) -> list[int]:
     """Seeds whose recording is final and holds a contact artifact but has no rerun result beside
     it: a run killed between the two (the recording is renamed into place before the rerun)."""
     from simuguard_gym.scoring.report import rerun_of
 
-    missing = []
-    for seed in seeds:
-        path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
-        try:
-            footer = load_recording(path).footer or {}
-        except (RecordingError, OSError):
-            continue
-        events = (footer.get("detector") or {}).get("events") or []
-        if any(e.get("artifact") for e in events) and rerun_of(path) is None:
-            missing.append(seed)
-    return missing
+    return [seed for seed in seeds if holds_artifact(path := out / f"{episode_name(seed)}{FILE_SUFFIX}")
+            and rerun_of(path) is None]
 
 
 def redo_reruns(config: AuditConfig, out: Path, seeds: list[int]) -> list[dict[str, Any]]:
@@ -256,13 +256,7 @@ def write_videos(out: Path, seeds: list[int], env_fn: Callable[[], Any] | None =
     reasons: dict[str, str] = {}
     for seed in seeds:
         path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
-        try:
-            footer = load_recording(path).footer or {}
-        except (RecordingError, OSError):
-            continue
-        if not any(e.get("artifact") for e in (footer.get("detector") or {}).get("events") or []):
-            continue
-        if path.with_suffix(".mp4").exists():
+        if not holds_artifact(path) or path.with_suffix(".mp4").exists():
             continue
         try:
             write_video(path, env_fn=env_fn)

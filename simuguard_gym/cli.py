@@ -275,6 +275,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _video(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from simuguard_gym.audit import holds_artifact
     from simuguard_gym.video import write_video
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
@@ -286,7 +287,7 @@ def _video(args: argparse.Namespace) -> int:
         raise ValueError("--out names one .mp4 but several recordings were given: name a directory")
     failed = 0
     for path in files:
-        if args.flagged and not _flagged(path):
+        if args.flagged and not holds_artifact(Path(path)):
             continue
         target = None if out is None else (out if out.suffix == ".mp4" else out / (Path(path).stem + ".mp4"))
         try:
@@ -300,14 +301,6 @@ def _video(args: argparse.Namespace) -> int:
         print(f"{video.path}: {video.frames} frames at {video.fps:g} fps{onset}; replay {video.replay}", flush=True)
         failed += not video.exact
     return EXIT_DIVERGED if failed else EXIT_OK
-
-
-def _flagged(path: Any) -> bool:
-    try:
-        footer = load_recording(path).footer or {}
-    except RecordingError:
-        return False
-    return any(e.get("artifact") for e in (footer.get("detector") or {}).get("events") or [])
 
 
 def _replay_line(path: Any, result: Any = None, error: str | None = None) -> dict[str, Any]:

@@ -15,21 +15,31 @@ from types import ModuleType
 from typing import Any, Callable
 
 
-def load_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
-    """Import ``MODULE:NAME`` and return it; a clear ValueError if it cannot be used.
+def load_object(spec: str, what: str = "object") -> Any:
+    """What ``MODULE:NAME`` or ``FILE.py:NAME`` names; a clear ValueError if it cannot be imported.
 
-    >>> load_callable("math:sqrt")(4.0)
-    2.0
+    >>> load_object("math:pi")
+    3.141592653589793
     """
     module, _, name = spec.rpartition(":")
     if not module or not name:
-        raise ValueError(f"expected MODULE:CALLABLE or FILE.py:CALLABLE for the {what}, got {spec!r}")
+        raise ValueError(f"expected MODULE:NAME or FILE.py:NAME for the {what}, got {spec!r}")
     try:
         target: Any = import_module_or_file(module)
         for part in name.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError, OSError, SyntaxError) as error:
         raise ValueError(f"cannot import the {what} {spec}: {error}") from None
+    return target
+
+
+def load_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
+    """Import ``MODULE:NAME`` and return it; a clear ValueError if it cannot be used.
+
+    >>> load_callable("math:sqrt")(4.0)
+    2.0
+    """
+    target = load_object(spec, what)
     if not callable(target):
         raise ValueError(f"the {what} {spec} is not callable")
     return target

@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from simuguard_gym.import_spec import import_module_or_file
+from simuguard_gym.import_spec import load_object
 
 
 @runtime_checkable
@@ -105,15 +105,9 @@ def load_policy(spec: str, env: Any = None) -> Policy:
         return ScriptedPolicy(env)
     if spec.startswith("sb3:"):
         return SB3Policy(spec[4:])
-    module, _, name = spec.rpartition(":")
-    if not module or not name:
+    if ":" not in spec:
         raise ValueError(f"--policy must be 'scripted', 'sb3:MODEL.zip', MODULE:NAME or FILE.py:NAME, got {spec!r}")
-    try:
-        target: Any = import_module_or_file(module)
-        for part in name.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError, OSError, SyntaxError) as error:
-        raise ValueError(f"cannot import the policy {spec}: {error}") from None
+    target = load_object(spec, "policy")
     if isinstance(target, type):
         try:
             target = target()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import native_envs
+from step_frames import StepFrames
 from simuguard_gym import ArtifactMonitor, RecordPhysics, attach, load_recording, replay
 from simuguard_gym.attach import BenchmarkEnv, factory_of
 from simuguard_gym.engines.base import adapter_for
@@ -49,27 +50,6 @@ def _frames_at_step_ends(adapter, frames):
     camera.close()
 
 
-class _StepFrames:
-    """A replay listener rendering agentview at the end of every recorded env step."""
-
-    def __init__(self, ends):
-        self.ends, self.substep, self.frames, self.errors = set(ends), 0, [], []
-
-    def attach(self, adapter):
-        self.camera = adapter.camera("agentview", height=64, width=64)
-
-    def before_substep(self, phase):
-        pass
-
-    def after_substep(self):
-        self.substep += 1
-        if self.substep in self.ends:
-            self.frames.append(self.camera.render())
-
-    def hook_failed(self, where, error):
-        self.errors.append(error)
-
-
 @needs_robosuite
 @pytest.mark.slow
 def test_suite_make_lift_with_cameras_records_monitors_and_replays_bit_exact(tmp_path, rendering):
@@ -97,7 +77,7 @@ def test_suite_make_lift_with_cameras_records_monitors_and_replays_bit_exact(tmp
         rec = load_recording(path)
         assert rec.header["env"]["factory"]["callable"] == "native_envs:robosuite_lift"
         assert rec.footer["steps"] == 15 and rec.footer["truncated"] and rec.footer["success"] is False
-        listener = _StepFrames(rec.footer["step_substeps"])
+        listener = StepFrames(rec.footer["step_substeps"])
         result = replay(rec, listeners=[listener])  # the env rebuilt from the recording's factory
         assert result.exact, result.message
         assert listener.errors == [] and len(listener.frames) == len(frames) == 15

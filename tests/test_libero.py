@@ -124,27 +124,6 @@ def test_an_object_created_inside_the_floor_settles_in_the_default_rerun(tmp_pat
     assert max(result.peaks[b]["rerun"] for b in ejected) < 0.5
 
 
-class _StepFrames:
-    """A replay listener rendering agentview (64 px) at the end of every recorded env step."""
-
-    def __init__(self, ends):
-        self.ends, self.substep, self.frames, self.errors = set(ends), 0, [], []
-
-    def attach(self, adapter):
-        self.camera = adapter.camera("agentview", height=64, width=64)
-
-    def before_substep(self, phase):
-        pass
-
-    def after_substep(self):
-        self.substep += 1
-        if self.substep in self.ends:
-            self.frames.append(self.camera.render())
-
-    def hook_failed(self, where, error):
-        self.errors.append(error)
-
-
 @pytest.mark.slow
 def test_libero_own_classes_attached_as_its_evaluation_builds_them(tmp_path, rendering):
     """LIBERO's evaluation loop, unchanged but for the line that builds the env: the suite's task,
@@ -155,6 +134,7 @@ def test_libero_own_classes_attached_as_its_evaluation_builds_them(tmp_path, ren
     from simuguard_gym import ArtifactMonitor, RecordPhysics, attach, load_recording, replay
     from simuguard_gym.engines.base import adapter_for
     from simuguard_gym.envs.libero_task import MAX_STEPS, NOOP, SETTLE_STEPS, import_libero, offscreen_env
+    from step_frames import StepFrames
 
     import_libero()
     from libero.libero import benchmark
@@ -187,7 +167,7 @@ def test_libero_own_classes_attached_as_its_evaluation_builds_them(tmp_path, ren
     assert rec.header["env"]["class"] == "OffScreenRenderEnv" and rec.header["env"]["factory"]
     assert rec.footer["steps"] == len(frames) and rec.footer["success"] is not None
     assert rec.footer["ended"] in ("terminated", "reset")
-    listener = _StepFrames(rec.footer["step_substeps"])
+    listener = StepFrames(rec.footer["step_substeps"])
     result = replay(rec, listeners=[listener])  # LIBERO's env rebuilt from the recording's factory
     assert result.exact, result.message
     assert listener.errors == [] and len(listener.frames) == len(frames)
