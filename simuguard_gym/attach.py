@@ -182,16 +182,21 @@ class AttachedEnv:
         self.gym = stack
         self.base = base
         self.last_info: dict[str, Any] = {}
+        self._seed: int | None = None
 
     def seed(self, seed: int) -> None:
+        """The benchmark's ``seed``; the next episode's recording keeps the seed, so that its replay
+        seeds the rebuilt env the same way before its reset."""
         self.base.seed(seed)
+        self._seed = int(seed)
 
     def close(self) -> None:
         self.gym.close()
 
     def _start(self, *args: Any, **kwargs: Any) -> Any:
         options = {CALL: {"args": list(args), "kwargs": kwargs}} if args or kwargs else None
-        obs, self.last_info = self.gym.reset(options=options)
+        seed, self._seed = self._seed, None
+        obs, self.last_info = self.gym.reset(seed=seed, options=options)
         return obs
 
     def _act(self, action: Any) -> Any:

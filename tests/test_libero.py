@@ -165,6 +165,7 @@ def test_libero_own_classes_attached_as_its_evaluation_builds_them(tmp_path, ren
     assert np.std(images, axis=0).mean() > 1 and np.std(frames, axis=0).mean() > 1  # not constant
     rec = load_recording(next(tmp_path.glob("*.msgpack")))
     assert rec.header["env"]["class"] == "OffScreenRenderEnv" and rec.header["env"]["factory"]
+    assert rec.header["seed"] == 0  # env.seed(0) before the reset: the replay seeds the rebuilt env so
     assert rec.footer["steps"] == len(frames) and rec.footer["success"] is not None
     assert rec.footer["ended"] in ("terminated", "reset")
     listener = StepFrames(rec.footer["step_substeps"])
