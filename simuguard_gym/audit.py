@@ -55,6 +55,9 @@ class AuditConfig:
             raise ValueError("--episodes must be at least 1")
         if self.num_envs < 1:
             raise ValueError("--num-envs must be at least 1")
+        if self.num_envs > 1 and self.policy == "scripted":
+            raise ValueError("--policy scripted acts in one env (its expert); --num-envs needs a policy that "
+                             "acts on a batch")
         register(self.env_id)
         if self.env_id not in gym.registry:
             raise ValueError(f"unknown env id {self.env_id!r} (not registered with Gymnasium)")
@@ -171,7 +174,6 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
     n = min(config.num_envs, len(seeds))
     stacks = [_audited_env(config, out) for _ in range(n)]
     space = stacks[0][0].observation_space
-    buffer = create_empty_array(space, n)
     batch_space(space, n)  # fails here on a space Gymnasium cannot batch
     summaries: list[dict[str, Any]] = []
     pending = list(seeds)
@@ -190,7 +192,8 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
         for i in range(n):
             start(i)
         while any(s is not None for s in running):
-            actions = player.act(concatenate(space, obs, buffer), infos)
+            # a new batch each time: a policy may keep the observations it was given
+            actions = player.act(concatenate(space, obs, create_empty_array(space, n)), infos)
             for i, seed in enumerate(running):
                 if seed is None:
                     continue

@@ -89,3 +89,5 @@ def test_a_bad_policy_is_refused_before_any_episode(tmp_path, monkeypatch, capsy
     (tmp_path / "broken.py").write_text("class P:\n    def __init__(self):\n        raise RuntimeError('no weights')\n")
     assert main(["audit", *ENV, "--policy", "broken:P", "--out", str(tmp_path / "run2")]) == 2
     assert "could not be built with no arguments: RuntimeError: no weights" in capsys.readouterr().err
+    assert main(["audit", *ENV, "--num-envs", "2", "--out", str(tmp_path / "run3")]) == 2  # scripted: one env
+    assert "--num-envs needs a policy that acts on a batch" in capsys.readouterr().err
