@@ -25,7 +25,8 @@ from simuguard_gym.physics.camera import Camera
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.replay import replay
 
-ONSET_COLOUR = np.array([230, 30, 30], np.uint8)
+ONSET_COLOUR = np.array([230, 30, 30], np.uint8)  # the frame's border from the onset on
+BOX_COLOUR = np.array([255, 215, 0], np.uint8)  # around the event's body
 BORDER = 4
 
 
@@ -172,8 +173,8 @@ def _mark(image: np.ndarray, camera: Camera, body: str | None) -> np.ndarray:
             half = max(6, image.shape[0] // 12)
             r0, r1 = int(np.clip(row - half, 0, out.shape[0] - 1)), int(np.clip(row + half, 0, out.shape[0] - 1))
             c0, c1 = int(np.clip(col - half, 0, out.shape[1] - 1)), int(np.clip(col + half, 0, out.shape[1] - 1))
-            out[r0:r0 + 2, c0:c1], out[r1 - 1:r1 + 1, c0:c1] = ONSET_COLOUR, ONSET_COLOUR
-            out[r0:r1, c0:c0 + 2], out[r0:r1, c1 - 1:c1 + 1] = ONSET_COLOUR, ONSET_COLOUR
+            out[r0:r0 + 2, c0:c1], out[r1 - 1:r1 + 1, c0:c1] = BOX_COLOUR, BOX_COLOUR
+            out[r0:r1, c0:c0 + 2], out[r0:r1, c1 - 1:c1 + 1] = BOX_COLOUR, BOX_COLOUR
     return out
 
 

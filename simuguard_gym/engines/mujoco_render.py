@@ -87,7 +87,7 @@ class MujocoCamera:
         if self._renderer is None:
             raise RuntimeError("project() needs a frame rendered first")
         scene = self._renderer.scene
-        cam = scene.camera[0]
+        cam = mujoco.mjv_averageCamera(scene.camera[0], scene.camera[1])  # the two eyes: a mono frame is between them
         forward = np.asarray(cam.forward, dtype=np.float64)
         up = np.asarray(cam.up, dtype=np.float64)
         right = np.cross(forward, up)
