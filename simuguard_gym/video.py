@@ -3,12 +3,12 @@
 The env is rebuilt as for a replay (its id and kwargs, its factory, or ``env_fn``) with its
 cameras, and driven through the recorded substeps; one frame is rendered at the end of every env
 step from the replayed state, so the physics is the recording's and the rendering touches none of
-it. From the step of the event's onset on, the frame has a red border and the event's body a box
-around it. The replay's verdict (exact or not) comes with the video.
+it. From the step of the event's onset on, the frame has a red border and the event's body a yellow
+box around it. The replay's verdict (exact or not) comes with the video.
 
-Encoding uses PyAV (``pip install "simuguard-gym[video]"``). SAPIEN scenes render through Vulkan;
-where no Vulkan device is present (CPU-only machines without Mesa's lavapipe), their videos are
-refused with that reason.
+Encoding uses PyAV (``pip install "simuguard-gym[video]"``). Videos of SAPIEN recordings are
+refused with the reason: SAPIEN renders through Vulkan on a GPU (SAPIEN 3.0.3 finds no rendering
+device on Mesa's CPU Vulkan driver), and simuguard's SAPIEN adapter renders no frames.
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ class _Frames:
 
     def attach(self, adapter: Any) -> None:
         if not isinstance(adapter, Renders):
-            raise ValueError(f"videos of {adapter.engine} recordings need a renderer; this engine's adapter has "
-                             "none here (SAPIEN renders through Vulkan, which this machine lacks)")
+            raise ValueError(f"videos of {adapter.engine} recordings need a renderer, and this engine's adapter "
+                             "renders no frames (SAPIEN renders through Vulkan on a GPU)")
         self._camera = adapter.camera(self.name, height=self.size, width=self.size, follow=self.body)
 
     def before_substep(self, phase: str) -> None:
