@@ -79,3 +79,19 @@ def test_the_audit_report_links_a_video_of_every_flagged_episode(tmp_path, rende
     page = (out / "report.html").read_text()
     for path in flagged:
         assert path.with_suffix(".mp4").exists() and f'href="{path.stem}.mp4"' in page
+
+
+@needs_av
+@pytest.mark.skipif(importlib.util.find_spec("sapien") is None, reason="sapien extra")
+def test_a_video_of_a_sapien_recording_is_refused_with_the_reason(tmp_path):
+    from simuguard_gym import RecordPhysics
+    from simuguard_gym.video import write_video
+
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(env.unwrapped.expert_action())
+    env.close()
+    with pytest.raises(ValueError, match="adapter renders no frames"):
+        write_video(env.paths[0])
+    assert not list(tmp_path.glob("*.mp4*"))
