@@ -84,6 +84,7 @@ class BenchmarkEnv(gym.Env):
         #: what the benchmark's own ``step`` returned last: (obs, reward, done, info)
         self.last_step: tuple[Any, float, bool, dict[str, Any]] | None = None
         self._seed: int | None = None
+        self._started: tuple[Any] | None = None  # an episode start already run (start_now)
 
     # The adapters find the simulator where the benchmark keeps it (robosuite's and LIBERO's
     # ``sim``, a SAPIEN task's ``scene``).
@@ -110,12 +111,21 @@ class BenchmarkEnv(gym.Env):
         if callable(getattr(self.native, "seed", None)):
             self.native.seed(int(seed))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_now(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Run the benchmark's episode start now; the next ``reset`` (with the same seed and
+        options) returns its observation instead of starting again (see :class:`AttachedEnv`)."""
+        self._started = (self._start_native(seed, options),)
+
+    def _start_native(self, seed: int | None, options: dict[str, Any] | None) -> Any:
         if seed is not None:
             self.seed(seed)
         call = (options or {}).get(CALL) or {}
-        obs = getattr(self.native, self.reset_name)(*call.get("args", ()), **call.get("kwargs", {}))
+        return getattr(self.native, self.reset_name)(*call.get("args", ()), **call.get("kwargs", {}))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        started, self._started = self._started, None
+        obs = started[0] if started is not None else self._start_native(seed, options)
         if self._space_from_first_observation:
             self.observation_space, self._space_from_first_observation = observation_space_of(obs), False
         self.last_step = None
@@ -176,13 +186,31 @@ class AttachedEnv:
     simuguard's ``info["simuguard"]`` added; every other attribute (``set_init_state``, ``sim``,
     ``get_obs``, ...) is the benchmark env's. ``gym`` is the wrapper stack, for code that speaks
     Gymnasium, and ``last_info`` the stack's info of the last call.
+
+    A benchmark env that builds its simulator only when its first episode starts (RoboTwin's
+    tasks create their scene in ``setup_demo``) gets its wrappers then: the first start runs the
+    benchmark's own, and the wrappers, built on the scene it made, begin their episode on it.
+    Until then ``gym`` is None.
     """
 
-    def __init__(self, stack: gym.Env, base: BenchmarkEnv) -> None:
-        self.gym = stack
+    def __init__(self, base: BenchmarkEnv, wrappers: tuple[WrapperFn, ...]) -> None:
         self.base = base
         self.last_info: dict[str, Any] = {}
         self._seed: int | None = None
+        self._wrappers = wrappers
+        self.gym: gym.Env | None = None
+        try:
+            self.gym = self._stack()
+        except TypeError as error:  # no simulator to bind to yet: wait for the first episode
+            self._unbound: TypeError | None = error
+        else:
+            self._unbound = None
+
+    def _stack(self) -> gym.Env:
+        stack: gym.Env = self.base
+        for wrap in self._wrappers:
+            stack = wrap(stack)
+        return stack
 
     def seed(self, seed: int) -> None:
         """The benchmark's ``seed``; the next episode's recording keeps the seed, so that its replay
@@ -191,11 +219,21 @@ class AttachedEnv:
         self._seed = int(seed)
 
     def close(self) -> None:
-        self.gym.close()
+        if self.gym is not None:
+            self.gym.close()
+        else:
+            self.base.close()
 
     def _start(self, *args: Any, **kwargs: Any) -> Any:
         options = {CALL: {"args": list(args), "kwargs": kwargs}} if args or kwargs else None
         seed, self._seed = self._seed, None
+        if self.gym is None:
+            self.base.start_now(seed, options)  # the benchmark builds its simulator here
+            try:
+                self.gym = self._stack()
+            except TypeError as error:
+                raise TypeError(f"{error} (also after the benchmark's {self.base.reset_name}() built its scene)") \
+                    from self._unbound
         obs, self.last_info = self.gym.reset(seed=seed, options=options)
         return obs
 
@@ -212,7 +250,7 @@ class AttachedEnv:
         return obs, native_reward, done, info
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("gym", "base", "last_info"):
+        if name in ("gym", "base", "last_info", "_wrappers", "_unbound", "_seed"):
             raise AttributeError(name)
         if name == self.base.reset_name:
             return self._start
@@ -240,11 +278,7 @@ def attach(env: NativeEnv | Any, *wrappers: WrapperFn, env_fn: Callable[[], Any]
     >>> info["simuguard"]["errors"]                                           # doctest: +SKIP
     []
     """
-    base = BenchmarkEnv(env, env_fn=env_fn, reset=reset, step=step, action_space=action_space)
-    stack: gym.Env = base
-    for wrap in wrappers:
-        stack = wrap(stack)
-    return AttachedEnv(stack, base)
+    return AttachedEnv(BenchmarkEnv(env, env_fn=env_fn, reset=reset, step=step, action_space=action_space), wrappers)
 
 
 def factory_of(env_fn: Callable[[], Any] | None) -> dict[str, Any] | None:

@@ -31,18 +31,25 @@ class PlaceCanTask:
     substeps = 10
     action_dim = 6  # x, y, z, yaw, left and right finger opening
 
-    def __init__(self) -> None:
+    def __init__(self, lazy: bool = False) -> None:
+        # The built-in task's scene builder; this class steps the scene itself, as a harness does.
+        # lazy: no scene until the first setup_demo, as RoboTwin's tasks build theirs.
+        self._builder: Any = None if lazy else self._new_builder()
+        self.take_action_cnt = 0
+
+    @staticmethod
+    def _new_builder() -> Any:
         from simuguard_gym.envs.place_can_basket import PlaceCanBasketEnv
 
-        # The built-in task's scene builder; this class steps the scene itself, as a harness does.
-        self._builder = PlaceCanBasketEnv()
-        self.take_action_cnt = 0
+        return PlaceCanBasketEnv()
 
     @property
     def scene(self) -> Any:  # rebuilt by every setup_demo
-        return self._builder.scene
+        return None if self._builder is None else self._builder.scene
 
     def setup_demo(self, seed: int = 0) -> None:
+        if self._builder is None:
+            self._builder = self._new_builder()
         self._builder.reset(seed=int(seed))
         self.gripper, self.can, self.plan = self._builder.gripper, self._builder.can, self._builder.plan
         self.take_action_cnt = 0

@@ -140,10 +140,12 @@ def test_video_of_a_recording_has_one_frame_per_env_step(tmp_path, rendering):
 
 @needs_sapien
 @pytest.mark.slow
-def test_a_robotwin_style_task_class_records_monitors_and_replays(tmp_path):
-    task = native_envs.PlaceCanTask()
-    env = attach(task, lambda e: RecordPhysics(e, tmp_path), ArtifactMonitor, env_fn=native_envs.PlaceCanTask,
-                 reset="setup_demo", step="take_action")
+@pytest.mark.parametrize("lazy", [False, True], ids=["scene-at-construction", "scene-at-first-setup_demo"])
+def test_a_robotwin_style_task_class_records_monitors_and_replays(tmp_path, lazy):
+    task = native_envs.PlaceCanTask(lazy=lazy)
+    env = attach(task, lambda e: RecordPhysics(e, tmp_path), ArtifactMonitor,
+                 env_fn=functools.partial(native_envs.PlaceCanTask, lazy=lazy), reset="setup_demo", step="take_action")
+    assert (env.gym is None) == lazy  # a task without a scene yet gets its wrappers at its first episode
     trajectories = []
     for seed in (3, 4, 5):  # RoboTwin's loop: setup_demo, take_action until the step limit, check_success
         env.setup_demo(seed=seed)
