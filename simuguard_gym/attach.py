@@ -17,8 +17,7 @@ A harness's object is driven only through what it offers: the method that starts
 (``reset()``; RoboTwin's ``setup_demo(...)``: ``attach(..., reset="setup_demo")``), the one that
 acts (``step(action)``; RoboTwin's ``take_action``), and where present ``seed(seed)``, a success check (``check_success()``, robosuite's
 ``_check_success()``), its spaces (``action_space``, robosuite's ``action_spec``,
-``observation_space``) and an observation read (robosuite's ``_get_observations``, a task's
-``get_obs``). Everything else (``set_init_state``, ``sim``, ...) is reached through the attached
+``observation_space``). Everything else (``set_init_state``, ``sim``, ...) is reached through the attached
 object as before.
 """
 
@@ -83,7 +82,6 @@ class BenchmarkEnv(gym.Env):
         self._space_from_first_observation = self.observation_space == spaces.Dict({})
         #: what the benchmark's own ``step`` returned last: (obs, reward, done, info)
         self.last_step: tuple[Any, float, bool, dict[str, Any]] | None = None
-        self._seed: int | None = None
         self._started: tuple[Any] | None = None  # an episode start already run (start_now)
 
     # The adapters find the simulator where the benchmark keeps it (robosuite's and LIBERO's
@@ -107,7 +105,6 @@ class BenchmarkEnv(gym.Env):
 
     def seed(self, seed: int) -> None:
         """Seed the benchmark env as its harness does (``env.seed(s)``), where it can be seeded."""
-        self._seed = int(seed)
         if callable(getattr(self.native, "seed", None)):
             self.native.seed(int(seed))
 
@@ -159,18 +156,6 @@ class BenchmarkEnv(gym.Env):
             if callable(check):
                 return bool(check())
         return None
-
-    def observe(self) -> Any:
-        """The benchmark's observation of the current state, read as its ``step`` reads it (for
-        frames of a replay)."""
-        for owner in _layers(self.native):
-            read = getattr(owner, "_get_observations", None)
-            if callable(read):
-                return read(force_update=True)
-        read = getattr(self.native, "get_obs", None)
-        if callable(read):
-            return read()
-        raise TypeError(f"{type(self.native).__name__} has no observation read (_get_observations or get_obs)")
 
     def close(self) -> None:
         close = getattr(self.native, "close", None)

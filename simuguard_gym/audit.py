@@ -63,7 +63,8 @@ class AuditConfig:
             raise ValueError(f"unknown env id {self.env_id!r} (not registered with Gymnasium)")
         if self.intervention is not None:
             Intervention.parse(self.intervention)
-        load_policy(self.policy)  # fails here, before any episode, if it does not import
+        if self.policy != "scripted":  # the expert is the env's own: checked when the env exists
+            load_policy(self.policy)  # fails here, before any episode, if it does not import
 
 
 def register(env_id: str) -> None:

@@ -101,7 +101,7 @@ def load_policy(spec: str, env: Any = None) -> Policy:
     """The :class:`Policy` a spec names (see the module docstring); ``env`` for ``scripted``."""
     if spec == "scripted":
         if env is None:
-            return FunctionPolicy(lambda observation: None)  # checked against an env when the run starts
+            raise ValueError("--policy scripted acts through an env's expert_action(): give the env")
         return ScriptedPolicy(env)
     if spec.startswith("sb3:"):
         return SB3Policy(spec[4:])

@@ -177,3 +177,18 @@ def test_a_robotwin_style_task_class_records_monitors_and_replays(tmp_path, lazy
             plain.take_action(plain.expert_action())
             poses.append(plain.get_obs()["can_pose"])
         assert np.array_equal(np.array(poses), wrapped_poses)
+
+
+@needs_robosuite
+def test_depenetration_rerun_on_a_benchmark_env_rebuilds_it_with_its_env_fn(tmp_path):
+    from simuguard_gym import DepenetrationRerun
+
+    make = functools.partial(native_envs.robosuite_lift, cameras=False, horizon=5)
+    env = attach(make(), lambda e: DepenetrationRerun(e, directory=tmp_path), env_fn=make)  # no spec: the env_fn
+    env.reset()
+    done = False
+    while not done:
+        obs, reward, done, info = env.step(np.zeros(7))
+    env.close()
+    assert info["simuguard"]["errors"] == [] and info["simuguard"]["corrected_success"] is False
+    assert len(list(tmp_path.glob("*.msgpack"))) == 1

@@ -97,11 +97,19 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     header = rec.header
     if verify not in ("all", "states"):
         raise ValueError(f"verify must be 'all' or 'states', got {verify!r}")
-    env = as_gymnasium(env_fn(), calls=(header.get("env") or {}).get("calls")) if env_fn is not None else make_env(header)
+    env = build_env(header, env_fn)
     try:
         return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
     finally:
         env.close()
+
+
+def build_env(header: dict[str, Any], env_fn: Callable[[], Any] | None = None) -> gym.Env:
+    """The env to replay a recording in: ``env_fn()`` (a benchmark's own env object is seen as a
+    Gymnasium env calling the recorded methods), else :func:`make_env`."""
+    if env_fn is None:
+        return make_env(header)
+    return as_gymnasium(env_fn(), calls=(header.get("env") or {}).get("calls"))
 
 
 def make_env(header: dict[str, Any]) -> gym.Env:

@@ -28,7 +28,6 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.attach import as_gymnasium
 from simuguard_gym.capture.recorder import SubstepRecorder
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.outcome import CHECK, success_in_info
@@ -37,7 +36,7 @@ from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.physics.parameters import ParameterValue, changes_between
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import Intervention
-from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, make_env, prepare
+from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, build_env, prepare
 
 SWITCHES = ("before_onset", "start")
 MODES = ("auto", "substeps", "actions")
@@ -129,8 +128,7 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
     result = RerunResult(str(change), switch, at, prefix_exact=False, success=None,
                          recorded_success=(rec.footer or {}).get("success"), substeps=0,
                          simulation_parameter=change.simulation_parameter, mode=chosen)
-    env = (as_gymnasium(env_fn(), calls=(rec.header.get("env") or {}).get("calls")) if env_fn is not None
-           else make_env(rec.header))
+    env = build_env(rec.header, env_fn)
     try:
         _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
     finally:

@@ -10,6 +10,7 @@ from typing import Any, Callable, SupportsFloat
 
 import gymnasium as gym
 
+from simuguard_gym.attach import BenchmarkEnv
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.replay.interventions import DEFAULTS, Intervention, default_intervention
@@ -70,6 +71,8 @@ class DepenetrationRerun(gym.Wrapper):
         if not change.supported_by(engine):
             hint = f" (on {engine}: {DEFAULTS[engine]})" if engine in DEFAULTS else ""
             raise ValueError(f"{change.name} does not exist in {engine}{hint}")
+        if env_fn is None and isinstance(env.unwrapped, BenchmarkEnv):  # attach(..., env_fn=): rebuilt with it
+            env_fn = env.unwrapped.env_fn
         spec = getattr(env.unwrapped, "spec", None)  # wrappers' specs need every wrapper to be re-creatable
         if env_fn is None and spec is None:
             raise ValueError("the env has no spec to rebuild it from; pass env_fn=...")

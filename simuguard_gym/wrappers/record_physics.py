@@ -110,9 +110,7 @@ class RecordPhysics(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[Any, dict[str, Any]]:
         known = len(self._errors)
-        guarded(self._on_hook_error, "reset", lambda: self._finish(ended="reset", success=self._last_success[0],
-                                                                   terminated=False, truncated=False,
-                                                                   success_source=self._last_success[1]))
+        guarded(self._on_hook_error, "reset", lambda: self._finish_cut("reset"))
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
@@ -131,9 +129,7 @@ class RecordPhysics(gym.Wrapper):
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
 
     def close(self) -> None:
-        guarded(self._on_hook_error, "close", lambda: self._finish(ended="close", success=self._last_success[0],
-                                                                   terminated=False, truncated=False,
-                                                                   success_source=self._last_success[1]))
+        guarded(self._on_hook_error, "close", lambda: self._finish_cut("close"))
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         super().close()
 
@@ -238,6 +234,12 @@ class RecordPhysics(gym.Wrapper):
             self._on_hook_error(HookError.capture(self.recorder.substep, "success", error))
             return None, None
         return checked, None if checked is None else CHECK
+
+    def _finish_cut(self, ended: str) -> Path | None:
+        """End an episode that a reset or close cut (not terminated or truncated), with the outcome
+        its env reported last."""
+        success, source = self._last_success
+        return self._finish(ended=ended, success=success, terminated=False, truncated=False, success_source=source)
 
     def _finish(self, *, ended: str, success: bool | None, terminated: bool, truncated: bool,
                 success_source: str | None = None) -> Path | None:
