@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.physics.adapter import DecodesInFork, PhysicsAdapter, RestorableModel
+from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesInFork, PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.physics.hooks import HookError, report_failure
 from simuguard_gym.physics.state import StateRows
@@ -99,9 +99,10 @@ class SubstepRecorder(NativeFillMixin):
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
-        # The per-substep copies in C where the extension is built (capture/native.py):
-        # the hooks then call the C object's before and after copies directly.
-        self._fill = NativeFill(self._native_full, self._native_before, enabled=contacts)
+        # The per-substep copies in C where the extension is built (capture/native.py) and the
+        # engine says where its memory is: the hooks then call the C object's copies directly.
+        self._fill = NativeFill(self._native_full, self._native_before,
+                                enabled=contacts and isinstance(adapter, DeclaresCopySources))
         if self._fill.copy is not None:
             self.after_substep = self._fill.copy  # type: ignore[method-assign]
             self.before_substep = self._fill.copy.before  # type: ignore[method-assign]

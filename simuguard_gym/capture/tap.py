@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.physics.adapter import DecodesQuietBatches, PhysicsAdapter
+from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesQuietBatches, PhysicsAdapter
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError, report_failure
 from simuguard_gym.capture.native import NativeFill, NativeFillMixin
@@ -69,7 +69,7 @@ class SubstepTap(NativeFillMixin):
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         self._kept_rows: tuple[Any, np.ndarray, list[Any]] | None = None
-        self._fill = NativeFill(self._native_full)
+        self._fill = NativeFill(self._native_full, enabled=isinstance(adapter, DeclaresCopySources))
         if self._fill.copy is not None:
             # The hooks call the C object itself: no Python frame per substep.
             self.after_substep = self._fill.copy  # type: ignore[method-assign]

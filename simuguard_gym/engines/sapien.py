@@ -14,11 +14,7 @@ env uses (``set_entity_pose``, ``set_drive_target``, ...), so a replayed write h
 the original one had. PhysX keeps contact caches that no API restores, so replay always runs
 from the env's own reset, never from a restored state.
 
-Contacts come from ``scene.get_contacts()``: one entry per pair of collision pieces within the
-contact offset. Only entries that involve a tracked body are read, and of their points only the
-separation and impulse (reading a point costs microseconds in SAPIEN's Python API); entries whose
-points are all apart by more than :data:`CONTACT_TOLERANCE` and carry no impulse are PhysX's
-speculative contacts and are dropped.
+Contacts come from ``scene.get_contacts()``, read as engines/sapien_contacts.py describes.
 """
 
 from __future__ import annotations
@@ -34,16 +30,12 @@ import sapien.physx as physx
 
 from simuguard_gym.engines.base import BodyTableMixin
 from simuguard_gym.engines.sapien_headless import headless  # noqa: F401 - public here since the first release
+from simuguard_gym.engines.sapien_contacts import SapienContacts, compiled_gather
 from simuguard_gym.engines.sapien_interventions import SapienInterventions
 from simuguard_gym.physics.bodies import BodyTable
-from simuguard_gym.physics.contacts import ContactPairs, merge_contact_points, staged_counts
 from simuguard_gym.physics.hooks import SubstepHooks
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
-from simuguard_gym.physics.vector_math import cross
-
-#: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
-#: with an impulse, they touch.
-CONTACT_TOLERANCE = 1e-3
+from simuguard_gym.physics.vector_math import rotate
 
 PHYSX_VERSION = "5.3.1"  # the PhysX that SAPIEN 3.0.x bundles
 
@@ -53,7 +45,7 @@ _RIGID = 13  # q(4) p(3) v(3) w(3) per dynamic body in pack()
 _REPAIRED = (Path(sapien.__file__).resolve().parent.parent / "simuguard-physx-repair.json").exists()
 
 
-class SapienAdapter(SapienInterventions, BodyTableMixin):
+class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
     """The SAPIEN/PhysX implementation of :class:`~simuguard_gym.physics.adapter.PhysicsAdapter`.
 
     >>> import numpy as np, sapien, sapien.physx as physx
@@ -80,6 +72,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
         self._owner = owner
         self._patched: Any = None
         self._scene_steps = 0  # calls of the scene's step while hooked (see engine_substeps)
+        self._substeps_run = 0  # hooked substeps run, however called: what a shared capture is keyed by
         self._bind(scene)
 
     @classmethod
@@ -111,6 +104,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
             offset += size
         self._layout = layout
         self.state_size = offset
+        self._index_pack()
         self._shapes: list[Any] = []
         self._shape_body: list[int] = []
         for body, component in enumerate(self._components):
@@ -118,6 +112,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
                 self._shapes.append(shape)
                 self._shape_body.append(body)
         self._shape_index = {s: i for i, s in enumerate(self._shapes)}
+        self._bind_contact_reader()
         self._table: BodyTable | None = None
         self._cmass: np.ndarray | None = None
         self._tracked_mask = np.zeros(len(self._components), bool)
@@ -132,6 +127,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
 
         def hooked_step() -> None:
             self._scene_steps += 1
+            self._substeps_run += 1
             around("start", step, scene)
 
         scene.step = hooked_step
@@ -170,6 +166,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
     def run_substep(self, split: bool, apply_mid: Callable[[], None] | None) -> None:
         if split:
             raise ValueError("PhysX substeps are never split")
+        self._substeps_run += 1
         self.hooks.around("start", type(self.scene).step, self.scene)
 
     def split_late_components(self) -> frozenset[str]:
@@ -241,7 +238,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
                 continue
             pose = shape.local_pose
             local = np.asarray(vertices, np.float64) * np.asarray(shape.scale, np.float64)
-            out.append((body, _rotate(np.asarray(pose.q, np.float64), local) + np.asarray(pose.p, np.float64)))
+            out.append((body, rotate(np.asarray(pose.q, np.float64), local) + np.asarray(pose.p, np.float64)))
         return out
 
     @property
@@ -282,10 +279,54 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
     def state_layout(self) -> list[StateComponent]:
         return list(self._layout)
 
+    def _index_pack(self) -> None:
+        """Where each state element but ``qf`` sits in ``PhysxCpuSystem.pack()`` (SAPIEN 3's own
+        snapshot: per dynamic body its 13 values, then per articulation, in the order of its root
+        links, the root's 13, qpos, qvel and per active joint its drive's position and velocity
+        targets), so that :meth:`read_state` takes them in one call and one gather."""
+        at, found = _RIGID * len(self._dynamics), {}
+        for link in self._links:
+            if not link.is_root:
+                continue
+            articulation = link.articulation
+            dof = int(articulation.dof)
+            qpos, qvel = at + _RIGID, at + _RIGID + dof
+            at = qvel + dof
+            targets = []
+            for joint in articulation.active_joints:
+                width = int(joint.dof)
+                targets.append((at, at + width))
+                at += 2 * width
+            found[id(articulation)] = (qpos, qvel, targets)
+        src = list(range(_RIGID * len(self._dynamics)))
+        try:
+            parts = [found[id(a)] for a in self._articulations]
+        except KeyError:  # an articulation without a root link among the system's: read one by one
+            self._pack = None
+            return
+        for k in (0, 1):  # qpos, qvel
+            for part, dof in zip(parts, self._dofs):
+                src += range(part[k], part[k] + dof)
+        qf = len(src)
+        for k in (0, 1):  # drive targets, drive velocity targets
+            src += [target[k] for part in parts for target in part[2]]
+        src, dst = np.array(src, np.int64), np.r_[np.arange(qf), np.arange(qf, len(src)) + sum(self._dofs)]
+        self._pack = (4 * at, src, dst, qf, src.tobytes(), dst.astype(np.int64).tobytes())
+
     def read_state(self, out: np.ndarray) -> None:
+        packed = self._system.pack()
+        if self._pack is not None and len(packed) == self._pack[0]:
+            _, src, dst, at, src_bytes, dst_bytes = self._pack
+            if compiled_gather is not None and out.flags.c_contiguous:
+                compiled_gather(packed, src_bytes, out, dst_bytes)  # one call, no numpy temporaries
+            else:
+                out[dst] = np.frombuffer(packed, np.float32)[src]
+            for articulation, dof in zip(self._articulations, self._dofs):
+                out[at:at + dof] = articulation.qf  # joint forces are not in pack()
+                at += dof
+            return
         n = _RIGID * len(self._dynamics)
-        if n:
-            out[:n] = np.frombuffer(self._system.pack(), np.float32, count=n)
+        out[:n] = np.frombuffer(packed, np.float32, count=n)
         at = n
         for name in ("qpos", "qvel", "qf"):
             for articulation, dof in zip(self._articulations, self._dofs):
@@ -366,145 +407,7 @@ class SapienAdapter(SapienInterventions, BodyTableMixin):
         elements = (np.where(dynamic, slot, 0)[:, None] * _RIGID + 7 + np.arange(3)).reshape(-1)
         return SpeedBound(elements, np.ones((len(ids), 3)), None if dynamic.all() else ~dynamic)
 
-    # ------------------------------------------------------------------ contacts
-    def new_contact_stage(self, reuse: Any = None) -> "SapienContactStage":
-        return SapienContactStage()  # lists of rows: nothing worth keeping between episodes
-
-    def capture_contacts(self, stage: "SapienContactStage") -> None:
-        """Read this substep's contacts of tracked bodies. SAPIEN has no bulk read, so this is the
-        one Python loop per piece pair: it reads separations, and impulses, normal and position
-        only where the pieces touch; sums and magnitudes are computed vectorised at decode."""
-        self.body_table()
-        index, tracked, robot, shapes = self._index, self._tracked_mask, self._robot_mask, self._shape_index
-        rows, impulses = stage.rows, stage.impulses
-        tolerance = CONTACT_TOLERANCE
-        links: dict[int, tuple] = {}  # robot links read once per substep
-        count = 0
-        for contact in self._system.get_contacts():
-            b0, b1 = contact.bodies
-            i0, i1 = index.get(b0, -1), index.get(b1, -1)
-            if i0 < 0 or i1 < 0 or not (tracked[i0] or tracked[i1]):
-                continue
-            points = contact.points
-            seps = [p.separation for p in points]
-            if not seps:
-                continue
-            closest = min(seps)
-            if closest > tolerance:
-                continue  # speculative: PhysX reports pieces up to the contact offset apart
-            deepest = points[seps.index(closest)]
-            impulses.extend(p.impulse for p in points)
-            s0, s1 = contact.shapes
-            link = (links.get(i0) or links.setdefault(i0, _motion(b0))) if robot[i0] else _NO_MOTION
-            if robot[i1]:
-                link = links.get(i1) or links.setdefault(i1, _motion(b1))
-            rows.append((i0, i1, shapes.get(s0, -1), shapes.get(s1, -1), -closest, *deepest.normal,
-                         len(points), float(robot[i0]) - float(robot[i1]), *deepest.position, *link))
-            count += 1
-        stage.counts.append(count)
-        stage.nbytes += 120 * count
-
-    def decode_chunk(self, stage: "SapienContactStage", states: np.ndarray, ids: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, ContactPairs]:
-        pose, vel = self.body_states(states, ids)
-        return pose, vel, self.decode_contacts(stage, states)
-
-    def decode_contacts(self, stage: "SapienContactStage", states: np.ndarray) -> ContactPairs:
-        """Merge the staged piece pairs per body pair within each substep (vectorised), add the
-        two bodies' point speeds, then clear the stage."""
-        counts = staged_counts(stage, states)
-        if counts is None:
-            return ContactPairs.empty(len(states))
-        rows = np.array(stage.rows, dtype=np.float64)
-        impulse = np.array(stage.impulses, dtype=np.float64).reshape(-1, 3)
-        stage.clear()
-        substep = np.repeat(np.arange(len(counts)), counts)
-        npoints = rows[:, 8].astype(np.int64)
-        first = np.concatenate([[0], np.cumsum(npoints)[:-1]])
-        total = np.add.reduceat(impulse, first, axis=0)
-        magnitude = np.add.reduceat(np.linalg.norm(impulse, axis=1), first)
-        # PhysX lists piece pairs in an order that can change between runs of the same physics;
-        # sorting them by substep, bodies and pieces makes sums and tie-breaks reproducible.
-        order = np.lexsort((rows[:, 3], rows[:, 2], rows[:, 1], rows[:, 0], substep))
-        rows, total, magnitude, npoints = rows[order], total[order], magnitude[order], npoints[order]
-        bodies = rows[:, 0:2].astype(np.int64)
-        dt = self.substep_dt
-        # PhysX: the normal points from the second piece to the first and the impulse acts on the
-        # first; the recording wants the normal from first to second and the force of first on second.
-        pairs, deepest = merge_contact_points(
-            substep, len(counts), bodies, rows[:, 2:4].astype(np.int64), rows[:, 4], -rows[:, 5:8],
-            -total / dt, magnitude / dt, npoints)
-        row = rows[deepest]
-        point = row[:, 10:13]
-        # The robot link's point at the contact: velocity of its centre of mass plus w x r.
-        link_speed = np.linalg.norm(row[:, 16:19] + cross(row[:, 19:22], point - row[:, 13:16]), axis=1)
-        robot_side = np.where(row[:, 9] > 0, bodies[deepest, 0], np.where(row[:, 9] < 0, bodies[deepest, 1], -1))
-        link = np.full((len(row), 2), np.nan)
-        for side in (0, 1):
-            hit = pairs.bodies[:, side] == robot_side
-            link[hit, side] = link_speed[hit]
-        pairs.speed = self._pair_speeds(pairs, states, point, link)
-        return pairs
-
-    def _pair_speeds(self, pairs: ContactPairs, states: np.ndarray, point: np.ndarray, link: np.ndarray) -> np.ndarray:
-        """Speed of each body's point at the deepest contact: robot links as read at capture,
-        dynamic bodies from the states, static bodies 0."""
-        speed = link.astype(np.float32)
-        substep = np.repeat(np.arange(len(pairs.counts)), pairs.counts)
-        first = len(self._statics)
-        for side in (0, 1):
-            body = pairs.bodies[:, side].astype(np.int64)
-            static = body < first
-            speed[static, side] = 0.0
-            dynamic = np.flatnonzero((body >= first) & (body < first + len(self._dynamics)))
-            if len(dynamic):
-                rigid = states[substep[dynamic]].reshape(len(dynamic), -1)[:, :_RIGID * len(self._dynamics)]
-                rigid = rigid.reshape(len(dynamic), len(self._dynamics), _RIGID)[np.arange(len(dynamic)),
-                                                                               body[dynamic] - first]
-                com = rigid[:, 4:7] + _rotate(rigid[:, 0:4], self._cmass_offsets()[body[dynamic] - first])
-                v = rigid[:, 7:10] + cross(rigid[:, 10:13], point[dynamic] - com)
-                speed[dynamic, side] = np.linalg.norm(v, axis=1)
-        return speed
-
-    def _cmass_offsets(self) -> np.ndarray:
-        if self._cmass is None:
-            self._cmass = np.array([c.cmass_local_pose.p for c in self._dynamics], np.float64).reshape(-1, 3)
-        return self._cmass
-
-
-class SapienContactStage:
-    """Contact rows of consecutive substeps, awaiting a decode (one tuple per piece pair)."""
-
-    def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        self.rows: list[tuple] = []
-        self.impulses: list[np.ndarray] = []  # every point of the kept rows, in row order
-        self.counts: list[int] = []
-        self.nbytes = 0
-
-    def add_empty(self) -> None:
-        """Stage a substep without contacts."""
-        self.counts.append(0)
-
-
-_NO_MOTION = (np.nan,) * 9
-
 
 def _system_of(scene: Any) -> Any:
     """The PhysX system of a SAPIEN scene (``physx_system``) or a ManiSkill3 scene (``px``)."""
     return getattr(scene, "physx_system", None) or getattr(scene, "px", None)
-
-
-def _motion(component: Any) -> tuple:
-    """Centre of mass, its linear velocity and the angular velocity of a body, as floats."""
-    com = (component.entity_pose * component.cmass_local_pose).p
-    return (*com, *component.linear_velocity, *component.angular_velocity)
-
-
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate vectors v (..., 3) by unit quaternions q (..., 4: w, x, y, z), broadcast: one
-    quaternion for many vectors, or one each."""
-    w, u = q[..., :1], q[..., 1:]
-    return v + 2.0 * cross(u, cross(u, v) + w * v)

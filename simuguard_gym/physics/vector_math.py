@@ -49,3 +49,15 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:
     out[:, _PLUS_AT] = 2 * (first + second)
     out[:, _MINUS_AT] = 2 * (first - second)
     return out.reshape(-1, 3, 3)
+
+
+def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vectors ``v`` (..., 3) rotated by unit quaternions ``q`` (..., 4: w, x, y, z), broadcast:
+    one quaternion for many vectors, or one each.
+
+    >>> import numpy as np
+    >>> rotate(np.array([0.7071068, 0, 0, 0.7071068]), np.array([[1.0, 0, 0]])).round(6) + 0.0
+    array([[0., 1., 0.]])
+    """
+    w, u = q[..., :1], q[..., 1:]
+    return v + 2.0 * cross(u, cross(u, v) + w * v)
