@@ -8,9 +8,9 @@ episode of about ``--substeps`` substeps (10,000 by default: LIBERO's episodes r
 7,500-15,000; scripted envs run their own length) and includes the work left at its end
 (decoding and writing the last chunk), not the file's footer and rename.
 Targets (issue "Foundation"): <= 20 us added per substep with up to 20 contacts, <= 10% added
-wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift. On SAPIEN it also
-prints the floor of any capture through SAPIEN's Python API: ``scene.get_contacts()`` and one
-attribute read per contact point, timed alone over the same scripted episode.
+wall time on robosuite Lift ``env.step``, <= 300 bytes per substep on Lift. PhysX's own figures
+(against ManiSkill's RecordEpisode, the monitor on top, the floor of SAPIEN's contact API) are
+``benchmarks/physx_capture.py``'s.
 
     python benchmarks/record_overhead.py            # every env available in this environment
     python benchmarks/record_overhead.py --substeps 2000 --repeats 2
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from typing import Callable
 
 import gymnasium as gym
@@ -108,49 +107,6 @@ def measure(make: Callable[[], gym.Env], substeps: int, repeats: int, helper_pro
             "added_pct": 100 * fraction, "bytes": size / substeps, "contacts": points / substeps}
 
 
-class ContactReadFloor:
-    """A substep listener that times the least a capture of PhysX contacts through SAPIEN's
-    Python API can cost: ``scene.get_contacts()`` and one attribute read per contact point."""
-
-    needs_before = False
-
-    def __init__(self, scene) -> None:
-        self.scene = scene
-        self.seconds, self.substeps, self.points = 0.0, 0, 0
-
-    def before_substep(self, phase: str) -> None:
-        pass
-
-    def after_substep(self) -> None:
-        start = time.perf_counter()
-        for contact in self.scene.get_contacts():
-            for point in contact.points:
-                point.separation
-                self.points += 1
-        self.seconds += time.perf_counter() - start
-        self.substeps += 1
-
-    def hook_failed(self, where: str, error: BaseException) -> None:
-        raise error
-
-
-def sapien_floor(make: Callable[[], gym.Env]) -> tuple[float, float]:
-    """(us per substep, points per substep) of :class:`ContactReadFloor` over the scripted episode."""
-    from simuguard_gym.engines.base import adapter_for
-
-    env = make()
-    steps = env.spec.max_episode_steps
-    env.reset(seed=0)
-    adapter = adapter_for(env)
-    floor = ContactReadFloor(env.unwrapped.scene)
-    adapter.hooks.add(floor)
-    for _ in range(steps):
-        env.step(env.unwrapped.expert_action())
-    adapter.hooks.remove(floor)
-    env.close()
-    return floor.seconds / floor.substeps * 1e6, floor.points / floor.substeps
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--substeps", type=int, default=10_000, help="physics substeps per timed run (an episode)")
@@ -166,18 +122,12 @@ def main() -> None:
     print("| env | contact points / substep | unwrapped us / substep | added us / substep | added % "
           "| bytes / substep |")
     print("|---|---:|---:|---:|---:|---:|")
-    floors = []  # SAPIEN: the cost of reading its contacts at all (see ContactReadFloor)
     for name, make in candidates().items():
         if args.only and args.only not in name:
             continue
         r = measure(make, args.substeps, args.repeats, helper_process=not args.no_helper_process)
         print(f"| {name} | {r['contacts']:.1f} | {r['step_us']:.1f} | {r['added_us']:.1f} | {r['added_pct']:.1f} "
               f"| {r['bytes']:.0f} |", flush=True)
-        if name.startswith("SAPIEN"):
-            floors.append((name, *sapien_floor(make), r["step_us"]))
-    for name, floor_us, points, step_us in floors:
-        print(f"\nfloor, {name}: scene.get_contacts() and one attribute read per contact point, alone: "
-              f"{floor_us:.0f} us per substep ({points:.0f} points; {floor_us / step_us:.2f}x the unwrapped substep)")
 
 
 if __name__ == "__main__":
