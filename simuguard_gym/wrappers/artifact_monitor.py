@@ -35,7 +35,7 @@ MAX_DEFERRED_SECONDS = 2.0
 QUIET_MARGIN = 1e-9
 
 
-class ArtifactMonitor(gym.Wrapper):
+class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Run the three-stage contact-artifact detector on every physics substep.
 
     After every step, ``info["simuguard"]`` holds ``artifact`` (a confirmed contact artifact
@@ -71,6 +71,8 @@ class ArtifactMonitor(gym.Wrapper):
 
     def __init__(self, env: gym.Env, config: DetectorConfig | None = None, task_spec: TaskSpec | None = None,
                  on_artifact: str = "ignore", *, adapter: PhysicsAdapter | None = None) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, config=config, task_spec=task_spec, on_artifact=on_artifact,
+                                                 _disable_deepcopy=True)  # the adapter belongs to this env only
         super().__init__(env)
         if on_artifact not in ON_ARTIFACT:
             raise ValueError(f"on_artifact must be one of {ON_ARTIFACT}, got {on_artifact!r}")

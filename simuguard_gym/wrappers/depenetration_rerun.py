@@ -24,7 +24,7 @@ from simuguard_gym.wrappers.record_physics import RecordPhysics
 logger = logging.getLogger(__name__)
 
 
-class DepenetrationRerun(gym.Wrapper):
+class DepenetrationRerun(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """At the end of an episode with a contact artifact, rerun it with ``intervention`` (default:
     the engine's, ``replay.interventions.DEFAULTS``) switched on (by default 0.1 s before the
     artifact's onset) and report the corrected outcome.
@@ -60,6 +60,11 @@ class DepenetrationRerun(gym.Wrapper):
                  switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
                  success_fn: Callable[[gym.Env], bool] | None = None, directory: str | Path | None = None,
                  mode: str = "auto") -> None:
+        # A stack rebuilt from its spec has the recorder and monitor this wrapper added below it
+        # already, so the rebuilt wrapper adds none.
+        gym.utils.RecordConstructorArgs.__init__(self, intervention=intervention, switch=switch, lead=lead, env_fn=env_fn,
+                                                 success_fn=success_fn, directory=directory, mode=mode,
+                                                 _disable_deepcopy=True)
         engine = adapter_for(env).engine
         if intervention is None:
             intervention = default_intervention(engine)

@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 EVERY = ("episode",)
 
 
-class ParamIdentify(gym.Wrapper):
+class ParamIdentify(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Identify theta of one free body at the end of every episode (RigPI through MuJoCo).
 
     Every physics substep the wrapper samples the body's pose and the wrench that the robot (any
@@ -56,6 +56,9 @@ class ParamIdentify(gym.Wrapper):
                  method: str = "lm", wrench_resolution: tuple[float, float] = (1e-6, 1e-7),
                  pose_noise: tuple[float, float] = (1e-4, 1e-3), adapter: PhysicsAdapter | None = None,
                  **identify_kwargs: Any) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, body=body, every=every, prior=prior, method=method,
+                                                 wrench_resolution=wrench_resolution, pose_noise=pose_noise,
+                                                 **identify_kwargs, _disable_deepcopy=True)  # not the adapter
         super().__init__(env)
         if every not in EVERY:
             raise ValueError(f"every must be one of {EVERY}, got {every!r}")

@@ -31,7 +31,7 @@ from simuguard_gym.wrappers.substep_audit import SubstepAudit
 logger = logging.getLogger(__name__)
 
 
-class RecordPhysics(gym.Wrapper):
+class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Record every physics substep to ``directory/<name_prefix>_<episode>.msgpack``.
 
     Each file holds one episode: a header (engine, env id and kwargs, seed, body table, model
@@ -66,6 +66,10 @@ class RecordPhysics(gym.Wrapper):
                  snapshot_every: int = 250, chunk_substeps: int = 1024, name_prefix: str = "episode",
                  store_model: bool = False, adapter: PhysicsAdapter | None = None,
                  helper_process: bool = True) -> None:
+        # What gym.make(wrapped.spec) rebuilds the wrapper from; an adapter belongs to this env only.
+        gym.utils.RecordConstructorArgs.__init__(
+            self, directory=directory, task_spec=task_spec, snapshot_every=snapshot_every, chunk_substeps=chunk_substeps,
+            name_prefix=name_prefix, store_model=store_model, helper_process=helper_process, _disable_deepcopy=True)
         super().__init__(env)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
             raise ValueError(f"name_prefix must be letters, digits, '_', '.' or '-', got {name_prefix!r}")
