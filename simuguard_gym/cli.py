@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any, Sequence
 
@@ -169,12 +170,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RecordingError, FileNotFoundError, IsADirectoryError, ValueError, ImportError) as error:
         print(f"simuguard {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader of the output left (`simuguard detect DIR | head`): stop quietly; stdout goes to
+        # devnull so that the interpreter's last flush at exit does not fail on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, singular or plural: "1 flag", "3 flags", "0 contact artifacts".
+
+    >>> counted(1, "flag"), counted(3, "ejection event")
+    ('1 flag', '3 ejection events')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _inspect(args: argparse.Namespace) -> int:
     rec = load_recording(args.file, allow_partial=args.allow_partial)
     print(describe(rec))
     return EXIT_OK
+
+
+def _seconds(value: Any) -> str:
+    """A float32 time step read as float64 (0.004000000189989805) as it was meant: "0.004 s"."""
+    return f"{float(value):.6g} s" if isinstance(value, (int, float)) else f"{value} s"
 
 
 def describe(rec: Recording) -> str:
@@ -184,7 +204,7 @@ def describe(rec: Recording) -> str:
     lines = [
         f"recording  {rec.path}" + ("" if rec.complete else "  (PARTIAL: no footer)"),
         f"schema     {h.get('schema')}  simuguard-gym {h.get('package_version')}",
-        f"engine     {h.get('engine')} {h.get('engine_version')}  substep {h.get('substep_dt')} s",
+        f"engine     {h.get('engine')} {h.get('engine_version')}  substep {_seconds(h.get('substep_dt'))}",
         f"env        {env.get('id') or env.get('class')}  kwargs {_shorten(repr(env.get('kwargs', {})))}",
         f"seed       {h.get('seed')}  options {h.get('options')}",
         f"substeps   {rec.substeps}  ({rec.substeps * rec.substep_dt:.3f} s)",
@@ -199,8 +219,9 @@ def describe(rec: Recording) -> str:
     found = (rec.footer or {}).get("detector")
     if found is not None:
         artifacts = [e for e in found.get("events", []) if e.get("artifact")]
-        lines.append(f"detector   {len(artifacts)} contact artifacts online ({len(found.get('events', []))} ejection "
-                     f"events, {len(found.get('flags', []))} flags); `simuguard detect` for details")
+        lines.append(f"detector   {counted(len(artifacts), 'contact artifact')} online "
+                     f"({counted(len(found.get('events', [])), 'ejection event')}, "
+                     f"{counted(len(found.get('flags', [])), 'flag')}); `simuguard detect` for details")
     if rec.errors:
         lines.append(f"errors     {len(rec.errors)} (first: substep {rec.errors[0].get('substep')}: "
                      f"{rec.errors[0].get('type')}: {rec.errors[0].get('message')})")
@@ -383,8 +404,8 @@ def _recording_files(paths: Sequence[str], *, partial: bool = False, command: st
 def describe_report(report: Any) -> str:
     """A human-readable summary of a :class:`~simuguard_gym.detection.DetectionReport`."""
     head = "CONTACT ARTIFACT" if report.artifact else "no artifact"
-    lines = [f"{report.path}: {head}; {len(report.events)} ejection events, {len(report.flags)} flags "
-             f"({report.substeps} substeps; {', '.join(report.notes)})"]
+    lines = [f"{report.path}: {head}; {counted(len(report.events), 'ejection event')}, "
+             f"{counted(len(report.flags), 'flag')} ({counted(report.substeps, 'substep')}; {', '.join(report.notes)})"]
     for e in report.events:
         verdict = "ARTIFACT" if e["artifact"] else "removed by " + (
             "gravity" if not e["gravity"]["kept"] else "carrier")

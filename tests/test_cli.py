@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from conftest import make_contact_scene, run_random
@@ -90,7 +91,28 @@ def test_inspect_shows_the_online_detector(record_dir, capsys):
 
     path = scenes.record_scene(scenes.created_inside_floor, record_dir)
     assert main(["inspect", str(path)]) == 0
-    assert "detector   1 contact artifacts online (1 ejection events, 1 flags)" in capsys.readouterr().out
+    assert "detector   1 contact artifact online (1 ejection event, 1 flag)" in capsys.readouterr().out
+
+
+def test_time_steps_read_as_meant(episode, capsys):
+    """A float32 time step read as float64 (SAPIEN's 4 ms) prints as it was set."""
+    from simuguard_gym.cli import _seconds
+
+    assert _seconds(float(np.float32(0.004))) == "0.004 s"
+    assert main(["inspect", str(episode)]) == 0
+    assert f"substep {load_recording(episode).header['substep_dt']:.6g} s" in capsys.readouterr().out
+
+
+def test_a_reader_that_leaves_the_pipe_early_stops_the_command_quietly(episode, tmp_path):
+    """`simuguard inspect FILE | head`, the reader gone before the first line: no BrokenPipeError
+    traceback, exit 0."""
+    reader = subprocess.Popen(["true"], stdin=subprocess.PIPE)
+    reader.wait()  # the pipe has no reader left: the first write fails
+    command = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "inspect", str(episode)],
+                             stdout=reader.stdin, stderr=subprocess.PIPE, text=True)
+    reader.stdin.close()
+    assert "Traceback" not in command.stderr and "BrokenPipe" not in command.stderr, command.stderr
+    assert command.returncode == 0
 
 
 def test_view_exports_an_rrd(episode, tmp_path):
