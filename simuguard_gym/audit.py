@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
 import logging
 import multiprocessing
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from simuguard_gym import __version__
 from simuguard_gym.policy import BatchChunkPlayer, ChunkPlayer, load_policy
@@ -61,6 +63,9 @@ class AuditConfig:
         register(self.env_id)
         if self.env_id not in gym.registry:
             raise ValueError(f"unknown env id {self.env_id!r} (not registered with Gymnasium)")
+        unknown = unknown_kwargs(self.env_id, self.env_kwargs)
+        if unknown:
+            raise ValueError(f"--env-kwargs: {self.env_id} takes no {', '.join(map(repr, unknown))}")
         if self.intervention is not None:
             Intervention.parse(self.intervention)
         if self.policy != "scripted":  # the expert is the env's own: checked when the env exists
@@ -76,6 +81,33 @@ def register(env_id: str) -> None:
 
         headless()
         import mani_skill.envs  # noqa: F401
+
+
+class AuditRunError(RuntimeError):
+    """The env could not be built, or the policy raised, during an audit: the episodes already
+    written stay, and the message says where (``python -m simuguard_gym.cli -v audit ...`` logs the
+    traceback)."""
+
+
+def unknown_kwargs(env_id: str, kwargs: dict[str, Any]) -> list[str]:
+    """Keys of ``kwargs`` that the env's constructor cannot take ([] where it takes ``**kwargs``
+    or its signature cannot be read)."""
+    entry = gym.spec(env_id).entry_point
+    try:
+        target = load_env_creator(entry) if isinstance(entry, str) else entry
+        parameters = inspect.signature(target).parameters.values()
+    except Exception:  # noqa: BLE001 - an entry point we cannot inspect is checked when it is built
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return []
+    names = {p.name for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                       inspect.Parameter.KEYWORD_ONLY)}
+    return sorted(k for k in kwargs if k not in names and k not in ("render_mode", "max_episode_steps"))
+
+
+def _failure(what: str, error: BaseException) -> AuditRunError:
+    logger.info("audit: %s", what, exc_info=error)
+    return AuditRunError(f"{what}: {type(error).__name__}: {error}")
 
 
 def episode_name(seed: int) -> str:
@@ -130,11 +162,18 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
         for seed in seeds:
             recorder.name_next(episode_name(seed))
             obs, info = env.reset(seed=seed)
-            player.reset({**info, "seed": seed})
+            try:
+                player.reset({**info, "seed": seed})
+            except Exception as error:  # noqa: BLE001 - the user's policy: said in one line
+                raise _failure(f"the policy raised in reset at seed {seed}", error) from None
             terminated = truncated = False
             steps = 0
             while not (terminated or truncated):
-                obs, _, terminated, truncated, info = env.step(player.act(obs, info))
+                try:
+                    action = player.act(obs, info)
+                except Exception as error:  # noqa: BLE001
+                    raise _failure(f"the policy raised at seed {seed}, step {steps}", error) from None
+                obs, _, terminated, truncated, info = env.step(action)
                 steps += 1
             summaries.append(_summary(seed, steps, info))
             if progress is not None:
@@ -150,7 +189,11 @@ def _audited_env(config: AuditConfig, out: Path) -> tuple[gym.Env, Any]:
     from simuguard_gym.wrappers.record_physics import RecordPhysics
 
     register(config.env_id)
-    base = gym.make(config.env_id, **config.env_kwargs)
+    try:
+        base = gym.make(config.env_id, **config.env_kwargs)
+    except Exception as error:  # noqa: BLE001 - said in one line, the traceback under -v
+        raise _failure(f"{config.env_id} could not be built with --env-kwargs {json.dumps(config.env_kwargs)}",
+                       error) from None
     env = DepenetrationRerun(base, config.intervention or default_intervention(adapter_for(base).engine),
                              directory=out)
     return env, _find(env, RecordPhysics)
@@ -194,7 +237,11 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
             start(i)
         while any(s is not None for s in running):
             # a new batch each time: a policy may keep the observations it was given
-            actions = player.act(concatenate(space, obs, create_empty_array(space, n)), infos)
+            try:
+                actions = player.act(concatenate(space, obs, create_empty_array(space, n)), infos)
+            except Exception as error:  # noqa: BLE001 - the user's policy: said in one line
+                raise _failure(f"the policy raised on the batch of seeds {[s for s in running if s is not None]}",
+                               error) from None
             for i, seed in enumerate(running):
                 if seed is None:
                     continue

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from simuguard_gym import __version__
+from simuguard_gym.audit import AuditRunError
 from simuguard_gym.import_spec import load_callable
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
@@ -170,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RecordingError, FileNotFoundError, IsADirectoryError, ValueError, ImportError) as error:
         print(f"simuguard {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except AuditRunError as error:  # the run failed (its env, its policy), not an argument
+        print(f"simuguard {args.command}: error: {error} (-v for the traceback)", file=sys.stderr)
+        return EXIT_DIVERGED
     except BrokenPipeError:
         # The reader of the output left (`simuguard detect DIR | head`): stop quietly; stdout goes to
         # devnull so that the interpreter's last flush at exit does not fail on the closed pipe.

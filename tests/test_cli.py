@@ -246,3 +246,19 @@ def test_recordings_are_matched_by_their_header_and_replayed_one_by_one(tmp_path
         results = _replays([five, str(junk), seven], None, fresh)
         assert [r["exact"] for r in results] == [True, False, True], results
         assert "empty file" in results[1]["message"], results
+
+
+def test_audit_errors_are_one_line(tmp_path, capsys):
+    """An --env-kwargs key the env does not take is a usage error (exit 2); a policy that raises
+    ends the audit with one line that says where (exit 1): no traceback either way."""
+    env_id = "simuguard_gym/PlaceCanBasket-MuJoCo-v0"
+    assert main(["audit", "--env", env_id, "--env-kwargs", '{"nope": 1}', "--episodes", "1",
+                 "--out", str(tmp_path / "a"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"simuguard audit: error: --env-kwargs: {env_id} takes no 'nope'"
+    policy = tmp_path / "broken_policy.py"
+    policy.write_text("def act(observation):\n    raise RuntimeError('policy bug')\n")
+    assert main(["audit", "--env", env_id, "--policy", f"{policy}:act", "--episodes", "1",
+                 "--out", str(tmp_path / "b"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "the policy raised at seed 0, step 0: RuntimeError: policy bug" in err
