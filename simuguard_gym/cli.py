@@ -20,14 +20,15 @@ from simuguard_gym.replay.interventions import DEFAULTS
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``simuguard`` command line: one subcommand each, every option with its help."""
     parser = argparse.ArgumentParser(prog="simuguard", description=__doc__)
     parser.add_argument("--version", action="version", version=f"simuguard-gym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="print a recording's header, substeps, bodies and contacts")
-    p.add_argument("file")
+    p.add_argument("file", help="a recording (.msgpack)")
     p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
     p.set_defaults(run=_inspect)
 
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file (bodies, speeds, contacts, "
                        "events on a time line); open it with `rerun FILE.rrd`")
-    p.add_argument("file")
+    p.add_argument("file", help="a recording (.msgpack)")
     p.add_argument("--out", help="the .rrd file (default: beside the recording)")
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
     p.set_defaults(run=_view)
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(run=_video)
 
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
-    p.add_argument("file")
+    p.add_argument("file", help="a recording (.msgpack)")
     p.add_argument("--intervention",
                    help="e.g. depenetration=1.0, timeconst=0.1, dampratio=2, mass=can:0.1, iterations=32, offset=0.001 "
                    "(default: the engine's, " + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
@@ -74,15 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="substeps: the recorded actuation substep by substep, scored by the env's check (the "
                    "paper's); actions: the recorded actions through the env's step, scored by its info; auto "
                    "(default): the way the recording was scored")
-    p.add_argument("--switch", choices=("before-onset", "start"), default="before-onset")
+    p.add_argument("--switch", choices=("before-onset", "start"), default="before-onset",
+                   help="when the change takes effect: before-onset (--lead seconds before the first artifact's "
+                   "onset; default) or start (from the first substep)")
     p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
     p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object instead of text")
     p.set_defaults(run=_rerun)
 
     p = sub.add_parser("report", help="success rates of a directory of recordings: as run, replay-corrected, "
                        "excluded, bounds (SimuGuard Table 1); writes report.csv and report.json")
-    p.add_argument("directory")
+    p.add_argument("directory", help="a directory of recordings (an audit's or the demo's --out)")
     p.add_argument("--vs", dest="versus", help="a second directory: paired comparison on shared (task, seed)")
     p.add_argument("--out", help="where to write report.csv/json (default: the directory)")
     p.set_defaults(run=_report)
@@ -91,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--poses", type=int, default=100, help="number of can poses (default 100)")
     p.add_argument("--depth", type=float, nargs=2, default=(5.0, 30.0), metavar=("MIN_MM", "MAX_MM"),
                    help="initial overlap range in mm (default 5 30)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random poses (default 0)")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(run=_stress)
 
@@ -99,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "resumable; ends with the score table and report")
     p.add_argument("--env", required=True, help="a Gymnasium env id")
     p.add_argument("--env-kwargs", default="{}", help="JSON of keyword arguments for gym.make")
-    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--episodes", type=int, default=20, help="episodes to run (default 20)")
     p.add_argument("--seed-base", type=int, default=0, help="episode i is reset with seed SEED_BASE + i")
     p.add_argument("--policy", default="scripted",
                    help="MODULE:NAME or FILE.py:NAME (the current directory is importable): a class or object with "
@@ -129,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("demo", help="the main job: a scripted placement over 20 seeds, recorded, monitored, "
                        "rerun where an artifact struck, scored")
-    p.add_argument("--seeds", type=int, default=20, help="episodes (default 20)")
+    p.add_argument("--episodes", type=int, default=20, help="episodes, seeds from 0 (default 20)")
+    p.add_argument("--seeds", dest="episodes", type=int, help=argparse.SUPPRESS)  # the name before --episodes
     p.add_argument("--engine", choices=("auto", "physx", "mujoco"), default="auto",
                    help="PhysX when SAPIEN is installed, else MuJoCo (default auto)")
     p.add_argument("--out", help="directory for recordings and report (default: a new temporary one)")
@@ -159,12 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--anchor", default="0,0,0", help="a point on a revolute axis, world frame")
     p.add_argument("--support-height", type=float, help="the body rests on the plane z = this; identifies mu")
     p.add_argument("--point", default="0,0,0", help="where the wrench acts, body frame (default the origin)")
-    p.add_argument("--method", choices=("lm", "gd", "least_squares"), default="lm")
+    p.add_argument("--method", choices=("lm", "gd", "least_squares"), default="lm",
+                   help="the refinement: lm (Levenberg-Marquardt, default), gd (gradient descent) or least_squares")
     p.add_argument("--resolution", default="0.0125,0.0005", help="wrench sensor resolution N,N*m (Axia80 default)")
     p.add_argument("--out", help="write the result as JSON here (default: beside the CSV)")
     p.set_defaults(run=_identify)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return int(args.run(args))
@@ -464,7 +472,7 @@ def _rerun(args: argparse.Namespace) -> int:
         return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
     for note in result.notes:
         print(f"note: {note}")
-    print(f"rerun      {result.intervention} from substep {result.switch_substep} ({result.switch})"
+    print(f"rerun      {result.intervention} from substep {result.switch_substep} ({result.switch.replace('_', '-')})"
           + ("" if result.simulation_parameter else "  [not a simulation parameter]"))
     print(f"prefix     {'bit-exact' if result.prefix_exact else 'DIVERGED at ' + str(result.divergence)}"
           + ("" if result.prefix_exact else ": the rerun is not evidence"))
@@ -729,7 +737,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     setup = setup_for(args.engine)
     print(f"simuguard demo: {setup.env_id} ({setup.engine}), a scripted gripper places a 10 g can in a "
-          f"thin-walled basket; seeds {setup.seed_base}-{setup.seed_base + args.seeds - 1}; episodes with a contact "
+          f"thin-walled basket; seeds {setup.seed_base}-{setup.seed_base + args.episodes - 1}; episodes with a contact "
           f"artifact are rerun with {setup.intervention} from 0.1 s before it", flush=True)
 
     def progress(done: int, total: int, episode: dict) -> None:
@@ -746,7 +754,7 @@ def _demo(args: argparse.Namespace) -> int:
             line += _rerun_outcome(episode, "\n      rerun: ")
         print(line, flush=True)
 
-    directory, _ = run_demo(args.out, args.seeds, args.engine, progress)
+    directory, _ = run_demo(args.out, args.episodes, args.engine, progress)
     skipped: list[str] = []
     rows, _ = report(directory, skipped=skipped)
     for problem in skipped:

@@ -262,3 +262,23 @@ def test_audit_errors_are_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "b"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "the policy raised at seed 0, step 0: RuntimeError: policy bug" in err
+
+
+def test_every_option_of_every_subcommand_has_help():
+    import argparse
+
+    from simuguard_gym.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [f"{name} {action.dest}" for name, p in sub.choices.items() for action in p._actions
+               if action.help is None and not isinstance(action, argparse._HelpAction)]
+    assert missing == []
+
+
+def test_demo_counts_episodes_as_audit_does(tmp_path):
+    """`demo --episodes N`, as `audit --episodes N` (`--seeds N`, the older name, still works)."""
+    from simuguard_gym.cli import build_parser
+
+    assert build_parser().parse_args(["demo", "--episodes", "3"]).episodes == 3
+    assert build_parser().parse_args(["demo", "--seeds", "4"]).episodes == 4

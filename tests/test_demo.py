@@ -12,18 +12,18 @@ from simuguard_gym.cli import main
 
 
 def test_demo_runs_end_to_end(tmp_path, capsys):
-    assert main(["demo", "--engine", "mujoco", "--seeds", "5", "--out", str(tmp_path)]) == 0
+    assert main(["demo", "--engine", "mujoco", "--episodes", "5", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     if int(mujoco.__version__.split(".")[0]) >= 4:  # seed 4's squeeze artifact is pinned on MuJoCo 4
         assert "CONTACT ARTIFACT" in out and "rerun: success" in out
     assert "Rep." in out and "Replay" in out and "bounds" in out
     rows = json.loads((tmp_path / "report.json").read_text())["tasks"]
     assert rows[-1]["n"] == 5 and len(list(tmp_path.glob("episode_*.msgpack"))) == 5
-    assert main(["demo", "--engine", "mujoco", "--seeds", "1", "--out", str(tmp_path)]) == 2  # never overwrites
+    assert main(["demo", "--engine", "mujoco", "--episodes", "1", "--out", str(tmp_path)]) == 2  # never overwrites
 
 
 def test_demo_as_a_user_runs_it(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "demo", "--engine", "mujoco", "--seeds", "1",
+    done = subprocess.run([sys.executable, "-m", "simuguard_gym.cli", "demo", "--engine", "mujoco", "--episodes", "1",
                            "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "recordings and report in" in done.stdout
@@ -34,7 +34,7 @@ def test_html_report_with_plots(tmp_path):
     import pytest
 
     pytest.importorskip("matplotlib")
-    assert main(["demo", "--engine", "mujoco", "--seeds", "5", "--out", str(tmp_path)]) == 0
+    assert main(["demo", "--engine", "mujoco", "--episodes", "5", "--out", str(tmp_path)]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "<table>" in page and "scores.png" in page and page.count("data:image/png;base64,") >= 1
     assert (tmp_path / "scores.png").stat().st_size > 1000
