@@ -11,6 +11,7 @@ results are those of one worker.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -389,10 +390,12 @@ def _plain(value: Any) -> Any:
 
 
 def _versions() -> dict[str, str]:
+    """Installed versions of what a run depends on, from the package metadata: importing them to
+    ask would load every extra (SAPIEN, ManiSkill, robosuite) into a run that uses none."""
     found = {}
-    for name in ("gymnasium", "mujoco", "numpy", "sapien", "robosuite", "mani_skill", "stable_baselines3"):
+    for name in ("gymnasium", "mujoco", "numpy", "sapien", "robosuite", "mani-skill", "stable-baselines3"):
         try:
-            found[name] = getattr(importlib.import_module(name), "__version__", "?")
-        except Exception:  # noqa: BLE001 - not installed
+            found[name.replace("-", "_")] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
             continue
     return found

@@ -282,3 +282,15 @@ def test_demo_counts_episodes_as_audit_does(tmp_path):
 
     assert build_parser().parse_args(["demo", "--episodes", "3"]).episodes == 3
     assert build_parser().parse_args(["demo", "--seeds", "4"]).episodes == 4
+
+
+def test_a_mujoco_audit_loads_no_extra_it_does_not_use(tmp_path):
+    """No SAPIEN (and its libvulkan warning), ManiSkill or robosuite in a MuJoCo-only audit, even
+    where they are installed: the manifest reads their versions from the package metadata."""
+    code = ("import sys; from simuguard_gym.cli import main; "
+            f"rc = main(['audit', '--env', 'simuguard_gym/PlaceCanBasket-MuJoCo-v0', '--episodes', '1', "
+            f"'--out', {str(tmp_path / 'run')!r}, '--quiet', '--no-videos']); "
+            "print(rc, sorted(m for m in ('sapien', 'mani_skill', 'robosuite') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
+    assert "libvulkan" not in done.stderr
