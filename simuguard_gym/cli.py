@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -187,6 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # devnull so that the interpreter's last flush at exit does not fail on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def run_time_estimate(first_seconds: float, remaining: int, workers: int) -> str:
+    """What the rest of a run will take, from its first episode (which also paid the env's build).
+
+    >>> run_time_estimate(7.5, 99, 1)
+    'about 12 min more for the other 99 episodes'
+    """
+    seconds = first_seconds * remaining / max(1, workers)
+    span = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return f"about {span} more for the other {counted(remaining, 'episode')}"
 
 
 def counted(n: int, noun: str) -> str:
@@ -591,6 +603,8 @@ def _audit(args: argparse.Namespace) -> int:
     count = [done]
     bar = _progress_bar(config.episodes, done, args.quiet)
 
+    started = time.monotonic()
+
     def progress(episode: dict) -> None:
         count[0] += 1
         flag = "  CONTACT ARTIFACT" + _rerun_outcome(episode, ", rerun ") if episode["artifact"] else ""
@@ -602,6 +616,9 @@ def _audit(args: argparse.Namespace) -> int:
                 bar.write(line)
         elif not args.quiet:
             print(line, flush=True)
+        if count[0] == done + 1 and not args.quiet and len(todo) > 1:
+            estimate = run_time_estimate(time.monotonic() - started, len(todo) - 1, args.workers)
+            (bar.write if bar is not None else print)(f"  first episode in {time.monotonic() - started:.1f} s: {estimate}")
 
     for redone in redo_reruns(config, out, unrerun):
         if not args.quiet:

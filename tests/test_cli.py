@@ -294,3 +294,10 @@ def test_a_mujoco_audit_loads_no_extra_it_does_not_use(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
     assert "libvulkan" not in done.stderr
+
+
+def test_an_audit_estimates_its_run_time_after_its_first_episode(tmp_path, capsys):
+    assert main(["audit", "--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--episodes", "2",
+                 "--out", str(tmp_path / "run"), "--no-videos"]) == 0
+    out = capsys.readouterr()
+    assert "first episode in " in out.out + out.err and "more for the other 1 episode" in out.out + out.err

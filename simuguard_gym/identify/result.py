@@ -56,7 +56,8 @@ class IdentificationResult:
         return json.dumps(self.as_dict(), **kwargs)
 
     def table(self, truth: dict[str, float] | None = None) -> str:
-        """A text table: value, standard error, identified, and (given a truth) relative error."""
+        """A text table: value, standard error, identified, and (given a truth) relative error
+        (absolute where the truth is 0)."""
         head = f"{'parameter':<15}{'value':>13}{'std err':>12}  {'':<3}"
         head += f"{'truth':>13}{'error':>9}" if truth else ""
         lines = [head]
@@ -65,8 +66,10 @@ class IdentificationResult:
             line = f"{n:<15}{v:13.5g}{se}  {'' if ok else 'n/i':<3}"
             if truth and n in truth:
                 tv = truth[n]
-                err = abs(v - tv) / abs(tv) if abs(tv) > 0 else float("nan")
-                line += f"{tv:13.5g}{100 * err:8.2f}%"
+                if abs(tv) > 0:
+                    line += f"{tv:13.5g}{100 * abs(v - tv) / abs(tv):8.2f}%"
+                else:  # no relative error of a zero (a centred CoM, a product of inertia): the absolute one
+                    line += f"{tv:13.5g}{abs(v - tv):9.2g} (absolute)"
             lines.append(line)
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
