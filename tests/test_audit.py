@@ -91,3 +91,13 @@ def test_an_unreadable_recording_is_named_not_dropped(tmp_path, capsys):
     assert len(saved["skipped"]) == 1 and "copy_of_seed_1.msgpack" in saved["skipped"][0]
     if importlib.util.find_spec("matplotlib") is not None:  # the report extra
         assert "copy_of_seed_1.msgpack" in (out / "report.html").read_text()
+
+
+def test_the_html_report_carries_the_runs_manifest(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "run"
+    assert main(["audit", *ENV[:-1], "--episodes", "1", "--out", str(out), "--quiet"]) == 0
+    page = (out / "report.html").read_text()
+    manifest = page[page.index('<h2 id="manifest">'):]
+    assert "simuguard-gym" in manifest and "gymnasium" in manifest and "config: env_id" in manifest
+    assert "audit" in manifest  # the command that made the run

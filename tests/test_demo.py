@@ -38,6 +38,15 @@ def test_html_report_with_plots(tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert "<table>" in page and "scores.png" in page and page.count("data:image/png;base64,") >= 1
     assert (tmp_path / "scores.png").stat().st_size > 1000
+    assert (tmp_path / "scores.svg").read_text().lstrip().startswith("<?xml") and 'href="scores.svg"' in page
+    assert "Rep. 95% CI (Wilson)" in page
+    # one row per recording, each with the commands that replay, rerun, view and film it
+    episodes = page[page.index('<table class="episodes">'):]
+    episodes = episodes[:episodes.index("</table>")]
+    assert episodes.count("<tr>") == 1 + 5 and episodes.count("simuguard replay ") == 5
+    header = (tmp_path / "report.csv").read_text().splitlines()[0].split(",")
+    assert {"as_run_wilson_low", "as_run_wilson_high"} <= set(header)
     if int(mujoco.__version__.split(".")[0]) >= 4:  # seed 4's artifact
         assert (tmp_path / "artifact_000.png").stat().st_size > 1000 and "artifact_000.png" in page
+        assert 'href="#artifact_000"' in episodes and 'id="artifact_000"' in page
         assert (tmp_path / "peak_speeds.png").exists()

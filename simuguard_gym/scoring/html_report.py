@@ -1,7 +1,10 @@
-"""The HTML report of a directory of recordings: the score table, a chart of the estimates with
-their bounds, and for each contact artifact the object's speed around its onset (SimuGuard
-Figure 1 (c)). Self-contained (plots embedded as PNG data), opens offline; the PNGs are also
-written beside it. Needs matplotlib (the ``report`` extra), drawn with the Agg backend.
+"""The HTML report of a directory of recordings, as a paper's appendix: the score table with its
+intervals, the paired comparison, a chart of the estimates with their bounds, the peak speeds of
+all events, for each contact artifact the object's speed around its onset (SimuGuard Figure 1
+(c)), one row per episode (outcome, events, rerun, false-contact check, links, the commands that
+replay, rerun, view and film it) and the run's manifest. Self-contained (plots embedded as PNG
+data), opens offline; every figure is also written beside it as PNG and SVG. Needs matplotlib
+(the ``report`` extra), drawn with the Agg backend.
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -50,28 +55,34 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
 
     def save(fig: Any, name: str, caption: str, extra: str = "") -> None:
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+        fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight")
+        vector = out / Path(name).with_suffix(".svg").name  # for a paper: scales without blur
+        fig.savefig(vector, format="svg", bbox_inches="tight")
         plt.close(fig)
         png = buffer.getvalue()
         (out / name).write_bytes(png)
-        written.append(out / name)
+        written.extend([out / name, vector])
         figures.append((name, caption, png, extra))
 
     save(_scores_chart(plt, rows), "scores.png", "Success rate by estimate; bars span the bounds (every flagged "
          "episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
-    peaks, artifacts = [], []
+    peaks, artifacts, episodes = [], [], []
     for path in sorted(Path(directory).glob("*.msgpack")):
         try:
             rec = load_recording(path, allow_partial=True)
         except (RecordingError, OSError):  # in the table's skipped list (scoring.report.episodes_in), listed below it
             continue
-        events = ((rec.footer or {}).get("detector") or {}).get("events")
+        found = (rec.footer or {}).get("detector") or {}
+        events, flags = found.get("events"), found.get("flags")
         if events is None and rec.substeps:
-            events = detect(rec).events
+            report = detect(rec)
+            events, flags = report.events, report.flags
+        first_figure = len(artifacts)
         for event in events or []:
             peaks.append((event["peak_speed"], bool(event["artifact"])))
             if event["artifact"]:
                 artifacts.append((path, rec, event))
+        episodes.append((path, rec, events or [], flags or [], first_figure if len(artifacts) > first_figure else None))
     if peaks:
         save(_peak_histogram(plt, peaks), "peak_speeds.png", "Peak speed of every event confirmed by the "
              "contact-ejection stage; artifacts are those the gravity, carrier and speed-gain stages kept.")
@@ -80,8 +91,9 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
                    f"peak {event['peak_speed']:.2f} m/s")
         save(_artifact_plot(plt, rec, event, link_speeds), f"artifact_{i:03d}.png", caption,
              _video_link(path, out, (no_video or {}).get(path.name)))
+    table = _episode_table(episodes, out, no_video or {})
     page = out / "report.html"
-    page.write_text(_page(rows, figures, skipped, paired))
+    page.write_text(_page(rows, figures, skipped, paired, table, _manifest(Path(directory))))
     written.insert(0, page)
     return written
 
@@ -103,19 +115,25 @@ def _scores_chart(plt: Any, rows: list[dict[str, Any]]) -> Any:
     ax.hlines(y, lo, hi, color="#555555", linewidth=1)
     ax.set_yticks(y, labels)
     ax.set_xlabel("success rate (%)")
-    ax.set_xlim(0, 100)
-    ax.legend(loc="lower left", fontsize=8)
+    # Zoomed to the estimates and their intervals: estimates of 93-94% are not crowded at one end.
+    low, high = float(np.nanmin(np.r_[lower, lo])), float(np.nanmax(np.r_[upper, hi]))
+    pad = max(2.0, 0.08 * (high - low))
+    ax.set_xlim(max(-1.5, low - pad), min(101.5, high + pad))  # a marker at 0 or 100 whole, not halved
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(1, len(rows))), ncol=4, fontsize=8,
+              frameon=False)
     return fig
 
 
 def _peak_histogram(plt: Any, peaks: list[tuple[float, bool]]) -> Any:
     fig, ax = plt.subplots(figsize=(6, 3))
-    speeds = np.array([p for p, _ in peaks])
+    speeds = np.maximum(np.array([p for p, _ in peaks], float), 1e-3)
     flags = np.array([a for _, a in peaks])
-    bins = np.linspace(0, max(1.0, float(speeds.max())) * 1.05, 30)
+    # Logarithmic: one blow-up at 70,000 m/s leaves the throws of 1-20 m/s in bins of their own.
+    bins = np.geomspace(min(0.1, float(speeds.min())), max(1.0, float(speeds.max())) * 1.05, 30)
     ax.hist(speeds[~flags], bins=bins, color="#aaaaaa", label="removed by a later stage")
     ax.hist(speeds[flags], bins=bins, color="#d62728", label="contact artifact")
-    ax.set_xlabel("peak speed (m/s)")
+    ax.set_xscale("log")
+    ax.set_xlabel("peak speed (m/s, log scale)")
     ax.set_ylabel("events")
     ax.legend(fontsize=8)
     return fig
@@ -183,14 +201,78 @@ def _video_link(recording: Path, out: Path, reason: str | None) -> str:
     return f" (no video: {html.escape(reason)})" if reason else ""
 
 
+def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out: Path, no_video: dict[str, str]) -> str:
+    """One row per recording: what happened, what the rerun and the false-contact check said, its
+    figure, video and .rrd where they exist, and the commands that replay, rerun, view and film it."""
+    from simuguard_gym.scoring.report import rerun_of
+
+    head = ("<tr><th>episode</th><th>seed</th><th>outcome</th><th>flagged</th><th>events</th><th>rerun</th>"
+            "<th>false contact</th><th>links</th><th>commands</th></tr>")
+    body = []
+    for path, rec, events, flags, figure in episodes:
+        footer = rec.footer or {}
+        success = footer.get("success")
+        artifacts = [e for e in events if e.get("artifact")]
+        summary = "; ".join(f"{e['body']} from {e['partner']} at {e['onset_time']:.3f} s, {e['peak_speed']:.2f} m/s"
+                            + ("" if e.get("artifact") else " (removed)") for e in events[:3])
+        summary += f"; {len(events) - 3} more" if len(events) > 3 else ""
+        summary += (("; " if summary else "") + f"{len(flags)} flag" + ("" if len(flags) == 1 else "s")) if flags else ""
+        rerun = rerun_of(path)
+        verdict = "-" if rerun is None else (
+            ("success" if rerun.get("success") else "failure" if rerun.get("success") is not None else "unscored")
+            + ("" if rerun.get("prefix_exact") else ", prefix diverged: not evidence")
+            + "".join(f"; {c['parameter']} of {c['element']}: {c['before']:g} to {c['after']:g}"
+                      for c in (rerun.get("changes") or [])[:2]))
+        checks = [(e.get("contact") or {}).get("false_contact") for e in artifacts]
+        false_contact = "; ".join(
+            (f"false: {1000 * c['reported_depth']:.1f} mm reported, {1000 * c['true_gap']:.1f} mm apart"
+             if c.get("false_contact") else f"real overlap ({1000 * c['reported_depth']:.1f} mm)")
+            for c in checks if c) or "-"
+        links = []
+        if figure is not None:
+            links.append(f'<a href="#artifact_{figure:03d}">plot</a>')
+        rel = Path(os.path.relpath(path, out)).as_posix()
+        for suffix, label in ((".mp4", "video"), (".rrd", ".rrd")):
+            if path.with_suffix(suffix).exists():
+                links.append(f'<a href="{html.escape(Path(os.path.relpath(path.with_suffix(suffix), out)).as_posix())}">'
+                             f"{label}</a>")
+        if path.name in no_video and artifacts:
+            links.append(f"no video: {html.escape(no_video[path.name])}")
+        quoted = shlex.quote(str(path))
+        commands = "<br>".join(f"<code>simuguard {c} {html.escape(quoted)}</code>" for c in ("replay", "rerun", "view", "video"))
+        outcome = "success" if success else "failure" if success is not None else "unscored"
+        body.append(f"<tr><td>{html.escape(rel)}</td><td>{html.escape(str(rec.header.get('seed')))}</td>"
+                    f"<td>{outcome}</td><td>{'yes' if artifacts else 'no'}</td><td>{html.escape(summary) or '-'}</td>"
+                    f"<td>{html.escape(verdict)}</td><td>{html.escape(false_contact)}</td><td>{' '.join(links) or '-'}</td>"
+                    f"<td class=\"commands\">{commands}</td></tr>")
+    return f'<h2 id="episodes">Episodes</h2><table class="episodes">{head}{"".join(body)}</table>' if body else ""
+
+
+def _manifest(directory: Path) -> str:
+    """The run's manifest (an audit's manifest.json: versions, command, config), else nothing."""
+    try:
+        found = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    rows = [("simuguard-gym", found.get("simuguard_version")), ("python", found.get("python")),
+            ("platform", found.get("platform")),
+            ("command", " ".join(shlex.quote(str(x)) for x in found.get("command") or [])),
+            *((f"{k}", v) for k, v in (found.get("versions") or {}).items()),
+            *((f"config: {k}", json.dumps(v)) for k, v in (found.get("config") or {}).items())]
+    body = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows if v)
+    return f'<h2 id="manifest">Manifest</h2><table class="manifest">{body}</table>'
+
+
 def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]], skipped: Sequence[str] = (),
-          paired: dict[str, Any] | None = None) -> str:
+          paired: dict[str, Any] | None = None, episodes: str = "", manifest: str = "") -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
-    header = "<tr><th>task</th><th>N</th><th>flagged</th><th>Rep.</th><th>Replay</th><th>Excl.</th><th>bounds</th></tr>"
+    header = ("<tr><th>task</th><th>N</th><th>flagged</th><th>Rep.</th><th>Rep. 95% CI (Wilson)</th><th>Replay</th>"
+              "<th>Excl.</th><th>bounds</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td><td>{pct(r['as_run'])}</td>"
+        f"<td>{pct(r['as_run_wilson'][0])}-{pct(r['as_run_wilson'][1])}</td>"
         f"<td>{pct(r['replay'])}</td><td>{pct(r['excluded'])}</td><td>{pct(r['lower'])}-{pct(r['upper'])}</td></tr>"
         for r in rows)
     unscored = next((r.get("reruns_unscored", 0) for r in rows if r["task"] == "all"), 0)
@@ -199,15 +281,19 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]]
     left_out = unscored_line + (f"<p>Not scored: {len(skipped)} file(s) could not be read.</p><ul>"
                 + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>" if skipped else "")
     images = "".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-        f"<figcaption>{html.escape(caption)} ({html.escape(name)}){extra}</figcaption></figure>"
+        f'<figure id="{html.escape(Path(name).stem)}"><img alt="{html.escape(name)}" '
+        f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        f"<figcaption>{html.escape(caption)} ({html.escape(name)}, "
+        f'<a href="{html.escape(Path(name).with_suffix(".svg").name)}">SVG</a>){extra}</figcaption></figure>'
         for name, caption, png, extra in figures)
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>simuguard report</title>
-<style>body{{font-family:sans-serif;max-width:900px;margin:2em auto}}table{{border-collapse:collapse}}
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
+table.episodes td,table.manifest td{{text-align:left;font-size:90%}}td.commands code{{font-size:85%;white-space:nowrap}}
 figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#444}}</style></head><body>
 <h1>simuguard report</h1>
-<p>Success rates in percent. Rep.: as run. Replay: flagged episodes replaced by their verified reruns.
-Excl.: episodes without a contact artifact. Bounds: every flagged episode fails / passes.</p>
-<table>{header}{body}</table>{left_out}{_paired_table(paired)}{images}</body></html>
+<p>Success rates in percent. Rep.: as run, with its Wilson 95% interval. Replay: flagged episodes
+replaced by their verified reruns. Excl.: episodes without a contact artifact. Bounds: every
+flagged episode fails / passes.</p>
+<table>{header}{body}</table>{left_out}{_paired_table(paired)}{images}{episodes}{manifest}</body></html>
 """
