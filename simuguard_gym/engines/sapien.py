@@ -312,13 +312,14 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
             src += [target[k] for part in parts for target in part[2]]
         src, dst = np.array(src, np.int64), np.r_[np.arange(qf), np.arange(qf, len(src)) + sum(self._dofs)]
         self._pack = (4 * at, src, dst, qf, src.tobytes(), dst.astype(np.int64).tobytes())
+        self._gather = compiled_gather()
 
     def read_state(self, out: np.ndarray) -> None:
         packed = self._system.pack()
         if self._pack is not None and len(packed) == self._pack[0]:
             _, src, dst, at, src_bytes, dst_bytes = self._pack
-            if compiled_gather is not None and out.flags.c_contiguous:
-                compiled_gather(packed, src_bytes, out, dst_bytes)  # one call, no numpy temporaries
+            if self._gather is not None and out.flags.c_contiguous:
+                self._gather(packed, src_bytes, out, dst_bytes)  # one call, no numpy temporaries
             else:
                 out[dst] = np.frombuffer(packed, np.float32)[src]
             for articulation, dof in zip(self._articulations, self._dofs):

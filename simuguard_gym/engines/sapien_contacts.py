@@ -32,10 +32,14 @@ try:
     import _simuguard_physx_capture as compiled_reader
 except ImportError:  # built without a C compiler: the Python API reads the same values
     compiled_reader = None
-if os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
-    compiled_reader = None
-#: ``gather(packed, src, out, dst)``: the state's elements out of ``pack()`` in one call (engines/sapien.py).
-compiled_gather = compiled_reader.gather if compiled_reader is not None else None
+
+
+def compiled_gather() -> Any:
+    """``gather(packed, src, out, dst)``, the state's elements out of ``pack()`` in one call
+    (engines/sapien.py), or None where the C reader is not built or ``SIMUGUARD_NATIVE=0``."""
+    if compiled_reader is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+        return None
+    return compiled_reader.gather
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +122,8 @@ class SapienContacts:
         self._cmass_poses: dict[int, Any] = {}  # constant per body
         self._shared_capture: tuple | None = None  # (substep, rows, impulses, links) of the last capture
         self._mask_bytes: tuple = (None, None)  # the body masks and their uint8 views, for the C reader
-        if compiled_reader is None or sapien.__version__ != COMPILED_READER_SAPIEN:
+        if (compiled_reader is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0"
+                or sapien.__version__ != COMPILED_READER_SAPIEN):
             return
         tables = []
         for objects in (self._components, self._shapes):
