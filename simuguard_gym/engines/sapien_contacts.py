@@ -33,21 +33,12 @@ try:
 except ImportError:  # built without a C compiler: the Python API reads the same values
     compiled_reader = None
 
-
-def compiled_gather() -> Any:
-    """``gather(packed, src, out, dst)``, the state's elements out of ``pack()`` in one call
-    (engines/sapien.py), or None where the C reader is not built or ``SIMUGUARD_NATIVE=0``."""
-    if compiled_reader is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
-        return None
-    return compiled_reader.gather
-
 logger = logging.getLogger(__name__)
 
 #: The SAPIEN build whose struct layouts the C reader mirrors; any other reads through the Python API.
 COMPILED_READER_SAPIEN = "3.0.3"
 
-#: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this, or
-#: with an impulse, they touch.
+#: PhysX reports pieces up to the contact offset (10 mm by default) apart; closer than this they touch.
 CONTACT_TOLERANCE = 1e-3
 
 #: The float64 values staged per kept piece pair (the C reader writes the same, in this order).
@@ -57,6 +48,17 @@ _ROW = len(ROW_COLUMNS)
 _ROW_BYTES = 8 * _ROW
 _MOTION = 9  # a robot link's centre of mass, its velocity and angular velocity
 _RIGID = 13  # q(4) p(3) v(3) w(3) per dynamic body in pack()
+
+if compiled_reader is not None and compiled_reader.ROW != _ROW:  # a stale build of another row layout
+    compiled_reader = None
+
+
+def compiled_gather() -> Any:
+    """``gather(packed, src, out, dst)``, the state's elements out of ``pack()`` in one call
+    (engines/sapien.py), or None where the C reader is not built or ``SIMUGUARD_NATIVE=0``."""
+    if compiled_reader is None or os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+        return None
+    return compiled_reader.gather
 
 
 class SapienContactStage:
