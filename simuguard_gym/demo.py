@@ -56,6 +56,7 @@ def run_demo(out: str | Path | None = None, seeds: int = 20, engine: str = "auto
              progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> tuple[Path, DemoSetup]:
     """Run the demo's episodes into ``out`` (a new temporary directory by default)."""
     import simuguard_gym.envs  # noqa: F401 - registers the built-in tasks
+    from simuguard_gym.audit import episode_name
     from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
 
     if seeds < 1:
@@ -69,6 +70,7 @@ def run_demo(out: str | Path | None = None, seeds: int = 20, engine: str = "auto
         for i in range(seeds):
             seed = setup.seed_base + i
             start = time.perf_counter()
+            env.get_wrapper_attr("name_next")(episode_name(seed))  # named by seed, as an audit names them
             env.reset(seed=seed)
             terminated = truncated = False
             info: dict[str, Any] = {}

@@ -18,7 +18,7 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
         assert "CONTACT ARTIFACT" in out and "rerun: success" in out
     assert "Rep." in out and "Replay" in out and "bounds" in out
     rows = json.loads((tmp_path / "report.json").read_text())["tasks"]
-    assert rows[-1]["n"] == 5 and len(list(tmp_path.glob("episode_*.msgpack"))) == 5
+    assert rows[-1]["n"] == 5 and sorted(p.name for p in tmp_path.glob("*.msgpack")) == [f"seed_{s:06d}.msgpack" for s in range(5)]
     assert main(["demo", "--engine", "mujoco", "--episodes", "1", "--out", str(tmp_path)]) == 2  # never overwrites
 
 
