@@ -100,4 +100,4 @@ def test_the_html_report_carries_the_runs_manifest(tmp_path):
     page = (out / "report.html").read_text()
     manifest = page[page.index('<h2 id="manifest">'):]
     assert "simuguard-gym" in manifest and "gymnasium" in manifest and "config: env_id" in manifest
-    assert "audit" in manifest  # the command that made the run
+    assert "<tr><td>command</td><td>" in manifest  # the command line that made the run

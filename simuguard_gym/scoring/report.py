@@ -114,8 +114,9 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, Paired
     :func:`report` could not read, each with the reason)."""
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "report.csv", out / "report.json"
-    fields = ["task", "n", "flagged", "as_run", "as_run_wilson_low", "as_run_wilson_high", "replay", "excluded",
-              "lower", "upper", "reruns_verified", "reruns_unverified", "reruns_unscored"]
+    # New columns go last: scripts that read the CSV by position keep working.
+    fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
+              "reruns_unverified", "reruns_unscored", "as_run_wilson_low", "as_run_wilson_high"]
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
