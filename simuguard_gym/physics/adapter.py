@@ -4,7 +4,8 @@ An adapter is the only object that knows a simulator. The recorder, the detector
 speak to it through :class:`PhysicsAdapter`; they never import an engine. What only some engines
 can do is a small protocol of its own, checked with ``isinstance``: :class:`RestorableModel`,
 :class:`DecodesQuietBatches`, :class:`DecodesInFork` and :class:`DeclaresCopySources` (MuJoCo),
-:class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN); :class:`Intervenes` (both, for reruns).
+:class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN); :class:`Intervenes` (both, for reruns),
+:class:`ShowsScene` (both, for ``simuguard view``).
 
 The contract in one paragraph: an adapter calls its listeners around every physics substep:
 ``before_substep(phase)`` then ``after_substep()``. The phase is ``"start"`` before a whole
@@ -30,6 +31,7 @@ from simuguard_gym.physics.camera import Camera
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import SubstepHooks
 from simuguard_gym.physics.parameters import ParameterValue
+from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 
 
@@ -264,3 +266,18 @@ class Renders(Protocol):
                follow: str | None = None) -> Camera:
         """A camera by name; None: the scene's front view if it has one, else a free camera that
         follows body ``follow`` (if named)."""
+
+
+@runtime_checkable
+class ShowsScene(Protocol):
+    """An adapter that tells a viewer what its scene looks like (MuJoCo and SAPIEN): the
+    collision geometry of every body, the bodies' poses and the contact points now."""
+
+    def scene_geometry(self) -> list[GeometryPart]:
+        """Every collision shape, in its body's frame."""
+
+    def body_poses(self) -> np.ndarray:
+        """Every body's pose now (n, 7: position, quaternion w x y z), by body table index."""
+
+    def contact_points_now(self) -> ContactPointsNow:
+        """The contact points the engine reported for its last substep."""

@@ -1,0 +1,68 @@
+"""A SAPIEN scene's collision shapes and its current contacts, as ``simuguard view`` shows them."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import sapien.physx as physx
+
+from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
+
+#: PhysX puts capsules and cylinders along x and a plane's normal along x; the viewer's parts
+#: put them along z: a quarter turn about y (w x y z) takes z to x.
+_Z_TO_X = np.array([np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0])
+#: The half extents shown for PhysX's infinite plane.
+PLANE_HALF_EXTENT = 2.0
+
+
+def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
+def scene_geometry(shapes: Sequence[Any], shape_body: Sequence[int]) -> list[GeometryPart]:
+    """Each collision shape in its body's frame; shapes of kinds PhysX adds later are left out."""
+    parts = []
+    for shape, body in zip(shapes, shape_body):
+        pose = shape.local_pose
+        p, q = np.asarray(pose.p, np.float64), np.asarray(pose.q, np.float64)
+        vertices = faces = None
+        if isinstance(shape, physx.PhysxCollisionShapeBox):
+            kind, size = "box", np.asarray(shape.half_size, np.float64)
+        elif isinstance(shape, physx.PhysxCollisionShapeSphere):
+            kind, size = "sphere", np.array([shape.radius], np.float64)
+        elif isinstance(shape, (physx.PhysxCollisionShapeCapsule, physx.PhysxCollisionShapeCylinder)):
+            kind = "capsule" if isinstance(shape, physx.PhysxCollisionShapeCapsule) else "cylinder"
+            size, q = np.array([shape.radius, shape.half_length], np.float64), _quat_mul(q, _Z_TO_X)
+        elif isinstance(shape, physx.PhysxCollisionShapePlane):
+            kind, size, q = "plane", np.full(2, PLANE_HALF_EXTENT), _quat_mul(q, _Z_TO_X)
+        elif isinstance(shape, (physx.PhysxCollisionShapeConvexMesh, physx.PhysxCollisionShapeTriangleMesh)):
+            kind, size = "mesh", np.zeros(0)
+            vertices = np.asarray(shape.vertices, np.float64) * np.asarray(shape.scale, np.float64)
+            faces = np.asarray(shape.triangles, np.int64)
+        else:
+            continue
+        parts.append(GeometryPart(int(body), kind, np.concatenate([p, q]), size, vertices, faces))
+    return parts
+
+
+def contact_points_now(scene: Any, index: dict[Any, int]) -> ContactPointsNow:
+    """Every point of ``scene.get_contacts()`` between bodies of the table (``index``: component
+    to body); SAPIEN's normal points from the second body to the first, so it is turned round."""
+    positions, normals, depths, bodies = [], [], [], []
+    for contact in scene.get_contacts():
+        a, b = (index.get(c) for c in contact.bodies)
+        if a is None or b is None:
+            continue
+        for point in contact.points:
+            positions.append(point.position)
+            normals.append(-np.asarray(point.normal))
+            depths.append(-point.separation)
+            bodies.append((a, b))
+    if not positions:
+        return ContactPointsNow.empty()
+    return ContactPointsNow(np.asarray(positions, np.float64), np.asarray(normals, np.float64),
+                            np.asarray(depths, np.float64), np.asarray(bodies, np.int64))
