@@ -754,6 +754,7 @@ def _identify(args: argparse.Namespace) -> int:
 
     from simuguard_gym.identify import GeometryPrior, Joint, Problem, Support, identify, load_csv, parse_shape
 
+    out = output_directory(args.out, ".json", Path(args.csv).parent) / (Path(args.csv).stem + ".identify.json")
     series = load_csv(args.csv)
     joint = Joint(args.joint, _vector(args.axis, "axis"), _vector(args.anchor, "anchor")) if args.joint else None
     support = Support(args.support_height) if args.support_height is not None else None
@@ -766,7 +767,6 @@ def _identify(args: argparse.Namespace) -> int:
     print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.iterations} iterations, "
           f"{result.seconds:.2f} s; pose loss {result.pose_loss:.4g}")
     print(result.table())
-    out = output_directory(args.out, ".json", Path(args.csv).parent) / (Path(args.csv).stem + ".identify.json")
     out.write_text(json.dumps(result.as_dict(), indent=1))
     print(f"wrote {out}")
     return EXIT_OK

@@ -268,6 +268,32 @@ def test_every_option_of_every_subcommand_has_help():
     assert missing == []
 
 
+def test_one_vocabulary_for_out_and_json():
+    """Every ``--out`` is a directory and every ``--json`` a flag (JSON on stdout), whatever the subcommand."""
+    import argparse
+
+    from simuguard_gym.cli import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    outs = {name: a for name, p in sub.choices.items() for a in p._actions if "--out" in a.option_strings}
+    jsons = {name: a for name, p in sub.choices.items() for a in p._actions if "--json" in a.option_strings}
+    assert {"view", "video", "identify", "audit", "audit-init", "demo", "report"} <= set(outs)
+    assert [name for name, a in outs.items() if "directory" not in a.help] == []
+    assert {"detect", "replay", "rerun", "audit-init"} <= set(jsons)
+    assert [name for name, a in jsons.items() if a.nargs != 0] == []  # store_true: takes no path
+
+
+def test_an_out_that_names_a_file_is_refused(episode, tmp_path, capsys):
+    for argv in (["video", str(episode), "--out", str(tmp_path / "a.mp4")],
+                 ["identify", str(tmp_path / "x.csv"), "--shape", "sphere:0.1", "--out", str(tmp_path / "r.json")]):
+        if argv[0] == "identify":
+            (tmp_path / "x.csv").write_text("t,fx,fy,fz,tx,ty,tz,x,y,z,qw,qx,qy,qz\n" + "\n".join(
+                f"{i * 0.01},0,0,1,0,0,0,0,0,0,1,0,0,0" for i in range(20)))
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--out is a directory" in err
+
+
 def test_demo_counts_episodes_as_audit_does(tmp_path):
     """`demo --episodes N`, as `audit --episodes N` (`--seeds N`, the older name, still works)."""
     from simuguard_gym.cli import build_parser

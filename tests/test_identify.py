@@ -153,9 +153,9 @@ def test_cli_identifies_a_drawer_from_csv(tmp_path, capsys):
     measured.to_csv(path)
     assert load_csv(path).t.shape == measured.t.shape
     rc = main(["identify", str(path), "--shape", "box:0.4,0.3,0.1", "--density", "170", "--joint", "prismatic",
-               "--axis", "1,0,0", "--point", "0.2,0,0", "--out", str(tmp_path / "r.json")])
+               "--axis", "1,0,0", "--point", "0.2,0,0", "--out", str(tmp_path / "results")])
     assert rc == 0
-    out = json.loads((tmp_path / "r.json").read_text())
+    out = json.loads((tmp_path / "results" / "drawer.identify.json").read_text())
     assert out["parameters"]["mass"]["value"] == pytest.approx(2.0, rel=0.03)
     assert out["parameters"]["friction"]["value"] == pytest.approx(2.0, rel=0.05)
     assert "mass" in capsys.readouterr().out
@@ -208,3 +208,14 @@ def test_oven_door_on_a_horizontal_hinge_identifies_its_gravity_moment():
     assert result["hinge_inertia"] == pytest.approx(i_c[0, 0] + 2.0 * 0.2 ** 2, rel=5e-3)
     assert result["gravity_moment"] == pytest.approx(2.0 * 0.2, rel=5e-3)
     assert result["friction"] == pytest.approx(0.2, rel=2e-2)
+
+
+def test_a_body_that_never_moves_gives_the_prior_with_a_reason(tmp_path, capsys):
+    """Data that carry no information on any parameter: the prior, every parameter said to be
+    unidentifiable and why, not a crash in the refinement."""
+    rows = [[i * 0.01, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0] for i in range(20)]
+    path = _write(tmp_path, rows, "t,fx,fy,fz,tx,ty,tz,x,y,z,qw,qx,qy,qz")
+    assert main(["identify", str(path), "--shape", "sphere:0.1", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("is not identifiable here") >= 10
+    assert json.loads((tmp_path / "out" / (path.stem + ".identify.json")).read_text())

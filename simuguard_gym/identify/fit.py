@@ -69,7 +69,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
             warnings.append(f"{name} is not identifiable here ({why}); reported as the prior's value")
     if problem.kind == "free" and problem.support is None and not identified[0]:
         warnings.append("mass is not identifiable: the body hardly accelerates against the sensor's resolution")
-    if method == "least_squares":
+    if method == "least_squares" or not identified.any():  # nothing for a simulation to refine
         theta = np.where(identified, baseline.value, prior.value)
         se = np.where(identified, baseline.se_resolution, np.nan)
         return IdentificationResult(prior.names, theta, se, identified, warnings, [], 0, 0.0, 0.0, float("nan"),
