@@ -245,7 +245,8 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
                     f"<td>{outcome}</td><td>{'yes' if artifacts else 'no'}</td><td>{html.escape(summary) or '-'}</td>"
                     f"<td>{html.escape(verdict)}</td><td>{html.escape(false_contact)}</td><td>{' '.join(links) or '-'}</td>"
                     f"<td class=\"commands\">{commands}</td></tr>")
-    return f'<h2 id="episodes">Episodes</h2><table class="episodes">{head}{"".join(body)}</table>' if body else ""
+    return (f'<h2 id="episodes">Episodes</h2><table class="episodes"><thead>{head}</thead>'
+            f'<tbody>{"".join(body)}</tbody></table>') if body else ""
 
 
 def _manifest(directory: Path) -> str:

@@ -1,0 +1,87 @@
+"""The HTML report as a reader sees it: opened in headless Chromium (Debian's package; `.ci/run`
+installs it), its per-episode table, figures and links checked in the rendered page."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from simuguard_gym.cli import main
+
+pytest.importorskip("matplotlib")
+
+BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+                if shutil.which(name)), None)
+#: Runs inside the page that frames the report: what the reader's browser made of it.
+PROBE = """<!doctype html><html><body><iframe id="report" src="report.html" width="1200" height="900"></iframe>
+<script>
+document.getElementById("report").onload = function () {
+  const d = this.contentDocument;
+  const images = Array.from(d.images);
+  const result = {
+    title: d.title,
+    episodes: d.querySelectorAll("table.episodes tbody tr").length,
+    images: images.length,
+    broken: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt),
+    widths: images.map(i => i.getBoundingClientRect().width),
+    hrefs: Array.from(d.querySelectorAll("a[href]")).map(a => a.getAttribute("href")),
+    anchors: Array.from(d.querySelectorAll("[id]")).map(e => e.id),
+  };
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify(result);
+  document.body.appendChild(out);
+};
+</script></body></html>"""
+
+
+def _browser(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                           "--virtual-time-budget=15000", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if BROWSER is None:
+        if os.environ.get("SIMUGUARD_REQUIRE_RENDERING") == "1":
+            pytest.fail("no Chromium to open the report in (apt-get install chromium)")
+        pytest.skip("no Chromium (apt-get install chromium)")
+    out = tmp_path_factory.mktemp("run")
+    assert main(["audit", "--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--env-kwargs",
+                 '{"pad_kp": 800, "pad_timeconst": 0.02}', "--episodes", "6", "--intervention", "timeconst=0.1",
+                 "--quiet", "--no-videos", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_report_renders_its_table_figures_and_links(run):
+    (run / "probe.html").write_text(PROBE)
+    shown = _browser("--dump-dom", (run / "probe.html").as_uri())
+    found = re.search(r'<pre id="probe">(.*?)</pre>', shown.stdout, re.S)
+    assert found, shown.stderr[-2000:]
+    page = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                      .replace("&gt;", ">"))
+    assert page["episodes"] == 6  # one row per episode
+    # the scores, the peak speeds and the flagged episode's plot (seed 4 of this run), each drawn
+    assert page["images"] >= 3 and page["broken"] == [] and min(page["widths"]) > 200
+    assert "#artifact_000" in page["hrefs"] and "scores.svg" in page["hrefs"]
+    for href in page["hrefs"]:
+        if href.startswith("#"):
+            assert href[1:] in page["anchors"], f"the link {href} goes nowhere"
+        elif "://" not in href:
+            assert (run / href).exists(), f"the link {href} names no file"
+
+
+def test_a_screenshot_of_the_report_is_not_blank(run):
+    from matplotlib.image import imread
+
+    shot = run / "report.png"
+    _browser("--window-size=1280,2400", f"--screenshot={shot}", (run / "report.html").as_uri())
+    image = imread(shot)
+    assert image.shape[:2] == (2400, 1280)
+    ink = (image[..., :3].mean(axis=2) < 0.8).mean()  # share of pixels darker than the white page
+    assert ink > 0.02, f"only {ink:.1%} of the page is drawn"
