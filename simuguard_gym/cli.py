@@ -90,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object instead of text")
     p.set_defaults(run=_rerun)
 
+    p = sub.add_parser("export", help="recordings as trajectories for other tools: ManiSkill's .h5 + .json (one "
+                       "file pair per env), actions and states per step, simuguard's fields alongside; exit 1 if a "
+                       "recording was skipped (named on stderr)")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    p.add_argument("--to", required=True, choices=("maniskill",), help="the target format")
+    p.add_argument("--out", required=True, help="directory to write the trajectory files in, named after their env")
+    p.set_defaults(run=_export)
+
     p = sub.add_parser("report", help="success rates of a directory of recordings: as run, replay-corrected, "
                        "excluded, bounds (SimuGuard Table 1); writes report.csv and report.json")
     p.add_argument("directory", help="a directory of recordings (an audit's or the demo's --out)")
@@ -425,6 +433,34 @@ def _detect(args: argparse.Namespace) -> int:
         print(f"{len(files) - failed} recordings read, {flagged} with a contact artifact"
               + (f", {failed} unreadable" if failed else ""))
     return EXIT_USAGE if failed or not files else EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    import json
+    import re
+    from collections import defaultdict
+
+    from simuguard_gym.export import step_episodes, write_maniskill
+
+    out = output_directory(args.out, ".h5", None)
+    skipped: list[str] = []
+    episodes = step_episodes(_recording_files(args.paths, command="export"), skipped)
+    for problem in skipped:
+        print(f"simuguard export: skipped {problem}", file=sys.stderr)
+    if not episodes:
+        raise ValueError("no recording holds an episode to export")
+    by_env = defaultdict(list)
+    for e in episodes:
+        by_env[(e.env_id, json.dumps(e.env_kwargs, sort_keys=True, default=str))].append(e)
+    names: dict[str, int] = defaultdict(int)
+    for (env_id, _), group in by_env.items():
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", env_id or "episodes")
+        names[name] += 1
+        name += f"_{names[name]}" if names[name] > 1 else ""
+        path = write_maniskill(group, out, name)
+        print(f"wrote {path} and {path.with_suffix('.json').name}: {counted(len(group), 'episode')}, "
+              f"{counted(sum(e.steps for e in group), 'step')} of {env_id}")
+    return EXIT_OK if not skipped else EXIT_DIVERGED
 
 
 def _recording_files(paths: Sequence[str], *, partial: bool = False, command: str = "replay") -> list[Any]:
