@@ -1,9 +1,11 @@
 """Parameter identification against a known truth (RigPI, issue "ParamIdentify").
 
-Four cases, each over 5 seeds of synthetic data: ground truth simulated at 0.5 ms, a controller at
+Six cases, each over 5 seeds of synthetic data: ground truth simulated at 0.5 ms, a controller at
 2 ms, identification at 2 ms; pose noise 1 mm / 0.5 deg; wrench quantised to 1/80 N and
 1/2000 N m plus one quantum of noise. Every fit starts from a poor guess (mass +200 %, inertia
-+100-300 %, friction +100 %) inside the prior's box C.
++100-300 %, friction +100 %) inside the prior's box C. The two offset-CoM boxes (a filled box, its
+CoM 10 mm off centre) keep C as the prior makes it from the density named, right or wrong (wood:
+C's mass range ends at half the truth): the data must overrule the prior.
 
 Printed per case: relative error per parameter (mean and worst over seeds) of the
 Newton-Euler least-squares baseline, of the simulation fit (LM, seeded by the baseline, the
@@ -13,7 +15,7 @@ variation over seeds; time per iteration and per fit; predictive validity on hel
 measured held-out wrench, RigPI Table 4). RigPI's published
 figures are printed alongside.
 
-    python benchmarks/identify.py            # all four cases, 5 seeds
+    python benchmarks/identify.py            # all six cases, 5 seeds
     python benchmarks/identify.py --seeds 2 --case apple
 """
 
@@ -47,6 +49,12 @@ def cases() -> dict[str, dict]:
                      point=(0.2, 0, 0))
     door = Problem(shapes=(Shape("box", (0.5, 0.02, 0.7), pos=(0.25, 0, 0)),),
                    joint=Joint("revolute", (0, 0, 1), (0, 0, 0)), point=(0.45, 0.02, 0))
+    weighted = Problem(shapes=(Shape("box", (0.1, 0.08, 0.06)),))
+    weighted_m = 0.9  # a filled or weighted box: a solid one of wood would weigh 0.29 kg
+    weighted_i = 1.1 * _box_inertia(weighted_m, 0.1, 0.08, 0.06)
+    weighted_truth = TrueBody(weighted_m, (0.008, -0.005, 0.004), weighted_i)
+    weighted_theta = [weighted_m, 0.008, -0.005, 0.004, *to_entries(weighted_i)]
+    weighted_targets = {"mass": 0.01, "ixx": 0.03, "iyy": 0.03, "izz": 0.03}
     door_m = 3.0
     door_i = _box_inertia(door_m, 0.5, 0.02, 0.7)
     door_hinge = door_i[2, 2] + door_m * 0.25 ** 2
@@ -66,6 +74,14 @@ def cases() -> dict[str, dict]:
                        theta=[2.0, 2.0], amplitude=1.0,
                        prior=GeometryPrior(density=(40, 170, 800)),
                        poor=dict(mass=6.0, friction=4.0), targets={"mass": 0.01, "friction": 0.02}, com_mm=None),
+        # C as the prior makes it (not widened to hold the truth): the named material is right, or
+        # wrong (wood), and the fit must say what the data say
+        "offset_com_right_density": dict(problem=weighted, truth=weighted_truth, theta=weighted_theta, amplitude=1.0,
+                                         prior=GeometryPrior(density=weighted_m / (0.1 * 0.08 * 0.06)), poor={},
+                                         keep_c=True, targets=weighted_targets, com_mm=0.5),
+        "offset_com_wrong_material": dict(problem=weighted, truth=weighted_truth, theta=weighted_theta, amplitude=1.0,
+                                          prior=GeometryPrior(material="wood"), poor={}, keep_c=True,
+                                          targets=weighted_targets, com_mm=0.5),
         "door": dict(problem=door, truth=TrueBody(door_m, (0.25, 0, 0), door_i, joint_friction=0.5),
                      theta=[door_hinge, 0.5], amplitude=1.0,
                      prior=GeometryPrior(density=(100, 300, 1200)),
@@ -83,9 +99,9 @@ def run_case(name: str, case: dict, seeds: int, out=sys.stdout) -> bool:
     for seed in range(seeds):
         measured, _ = synthesise(problem, truth, duration=3.0, seed=seed, amplitude=case["amplitude"])
         prior = case["prior"](problem, measured.poses[0])
-        # C must hold both the truth and the poor guess
+        # C must hold both the truth and the poor guess, unless the case tests C itself
         guess = {**dict(zip(prior.names, prior.value)), **case["poor"]}
-        poor = prior.widen(**{n: (min(lo, 0.3 * t, 0.8 * guess[n]) if t > 0 else lo,
+        poor = prior if case.get("keep_c") else prior.widen(**{n: (min(lo, 0.3 * t, 0.8 * guess[n]) if t > 0 else lo,
                                   max(hi, 1.5 * t, 1.2 * guess[n]) if t > 0 else hi)
                               for n, lo, hi, t in zip(prior.names, prior.lower, prior.upper, theta_true)}
                            ).start(**case["poor"])

@@ -41,13 +41,18 @@ def test_noise_free_recovery_is_tight(clean_box):
     assert result.loss_history[-1] < result.loss_history[0]
 
 
-def test_bound_penalty_keeps_theta_inside_c(clean_box):
+def test_bound_penalty_keeps_theta_inside_c_and_data_widen_it(clean_box):
+    """Each fit stays inside its C; the first one is held on the mass bound that the data
+    contradict, the refit in the widened C reaches the truth."""
     prior = GeometryPrior(density=1000)(BOX, clean_box.poses[0]).widen(mass=(0.1, 0.4))
     result = identify(clean_box, BOX, prior, wrench_resolution=(1e-6, 1e-7), pose_noise=(1e-4, 1e-3))
-    inside = (result.theta >= prior.lower - 1e-12) & (result.theta <= prior.upper + 1e-12)
+    lower, upper = np.array(result.prior["lower"]), np.array(result.prior["upper"])
+    inside = (result.theta >= lower - 1e-12) & (result.theta <= upper + 1e-12)
     assert inside.all(), dict(zip(result.names, result.theta))
-    assert result["mass"] == pytest.approx(0.4)
-    assert any(w.startswith("mass ended on the bound of C") for w in result.warnings)
+    (clamped,) = result.extra["bounded_fits"]
+    assert clamped["theta"][0] == pytest.approx(0.4) and upper[0] == pytest.approx(1.0)
+    assert abs(result["mass"] - 0.5) / 0.5 < 1e-3
+    assert any(w.startswith("mass ended on the bound of C") and "widened" in w for w in result.warnings)
 
 
 def test_small_cube_inertia_is_reported_unidentifiable():
@@ -219,3 +224,22 @@ def test_a_body_that_never_moves_gives_the_prior_with_a_reason(tmp_path, capsys)
     out = capsys.readouterr().out
     assert out.count("is not identifiable here") >= 10
     assert json.loads((tmp_path / "out" / (path.stem + ".identify.json")).read_text())
+
+
+def test_a_wrong_material_is_overruled_by_informative_data():
+    """A box heavier than the named material makes a solid one (a filled or weighted object): the
+    mass ends on C's bound, the data determine it, so C is widened and the fit refitted; the
+    result matches the fit with the right density, and the clamped fit is kept beside it."""
+    problem = Problem(shapes=(Shape("box", (0.1, 0.08, 0.06)),))
+    mass = 0.9  # wood would make it 0.29 kg, C's upper bound 0.43 kg
+    inertia = 1.1 * mass / 12 * np.diag([0.08 ** 2 + 0.06 ** 2, 0.1 ** 2 + 0.06 ** 2, 0.1 ** 2 + 0.08 ** 2])
+    truth = TrueBody(mass, (0.008, -0.005, 0.004), inertia)
+    measured, _ = synthesise(problem, truth, duration=2.0, seed=1)
+    result = identify(measured, problem, GeometryPrior(material="wood"))
+    assert abs(result["mass"] / mass - 1) < 0.01
+    assert max(abs(result[k] - c) for k, c in zip(("com_x", "com_y", "com_z"), truth.com)) < 0.5e-3
+    assert max(abs(result[k] / inertia[i, i] - 1) for i, k in enumerate(("ixx", "iyy", "izz"))) < 0.03
+    assert any("refit with C widened" in w for w in result.warnings)
+    (clamped,) = result.extra["bounded_fits"]
+    assert clamped["theta"][0] == pytest.approx(clamped["upper"][0]) and result.prior["upper"][0] > mass
+    assert np.isfinite(result.se[0]) and result.se[0] < 0.01 * mass

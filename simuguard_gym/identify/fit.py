@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -79,34 +80,99 @@ def identify(series: WrenchPoseSeries, problem: Problem,
     starts = (init,) if isinstance(init, str) else tuple(init)
     if identified.sum() <= GRID_MAX_PARAMETERS:
         starts = starts[:1]        # a grid over C picks the start anyway
-    best = None
-    for how in starts:
-        start = _start(prior, how, baseline.value, identified)
-        if best is not None and np.allclose(start.value, best[2].value):
-            continue
-        shoot = Shooting(problem, start, series, free=identified, window_s=window_s or _window(problem),
-                         pose_noise=pose_noise,
-                         substeps=substeps or _substeps(problem, series.dt),
-                         fit_starts=series.velocity is None, nthread=nthread)
-        try:
-            out = refine(shoot, method, max_iter, progress)
-        finally:
-            shoot.close()
-        if best is None or out.loss_history[-1:] < best[0].loss_history[-1:]:
-            best = (out, shoot, start)
-    out, shoot, _ = best
-    se = np.where(identified, np.hypot(out.se, np.where(np.isfinite(baseline.se_resolution),
-                                                         baseline.se_resolution, 0.0)), np.nan)
-    for name, v, lo, hi, ok in zip(prior.names, out.theta, prior.lower, prior.upper, identified):
-        if ok and (v <= lo + 1e-6 * (hi - lo) or v >= hi - 1e-6 * (hi - lo)):
-            warnings.append(f"{name} ended on the bound of C ({lo:.4g}..{hi:.4g}): the data pull it out of "
-                            "the prior's range; widen the prior if the range was wrong")
+
+    def fit(box: Prior, starts: tuple[str, ...]) -> tuple[Any, Any]:
+        best = None
+        for how in starts:
+            start = box if how == "as_given" else _start(box, how, baseline.value, identified)
+            if best is not None and np.allclose(start.value, best[2].value):
+                continue
+            shoot = Shooting(problem, start, series, free=identified, window_s=window_s or _window(problem),
+                             pose_noise=pose_noise,
+                             substeps=substeps or _substeps(problem, series.dt),
+                             fit_starts=series.velocity is None, nthread=nthread)
+            try:
+                out = refine(shoot, method, max_iter, progress)
+            finally:
+                shoot.close()
+            if best is None or out.loss_history[-1:] < best[0].loss_history[-1:]:
+                best = (out, shoot, start)
+        return best[0], best[1]
+
+    def total_se(out: Any) -> np.ndarray:
+        return np.where(identified, np.hypot(out.se, np.where(np.isfinite(baseline.se_resolution),
+                                                              baseline.se_resolution, 0.0)), np.nan)
+
+    out, shoot = fit(prior, starts)
+    se = total_se(out)
+    box, fits = prior, []
+    # A bound of C is the prior's belief; data that determine a parameter overrule it: refit
+    # with C widened along each parameter that ended on a bound while the data's own standard
+    # error for it (the baseline's, from the sensor's resolution: not the fit's, which a poor
+    # fit inflates) is a small part of C's range. A hollow or filled object is not the named
+    # material's solid one.
+    data_se = np.where(np.isfinite(baseline.se_resolution), baseline.se_resolution, np.inf)
+    for _ in range(MAX_WIDENINGS):
+        pinned = _on_bound(out.theta, box) & identified & (data_se < DETERMINED_SHARE * (box.upper - box.lower))
+        wider = _widened(box, pinned, out.theta)
+        pinned &= (wider.lower != box.lower) | (wider.upper != box.upper)  # a lower bound of 0 stays
+        if not pinned.any():
+            break
+        for i in np.flatnonzero(pinned):
+            warnings.append(f"{box.names[i]} ended on the bound of C ({box.lower[i]:.4g}..{box.upper[i]:.4g}) at "
+                            f"{out.theta[i]:.4g} though the data determine it (standard error {data_se[i]:.3g}): "
+                            f"refit with C widened to {wider.lower[i]:.4g}..{wider.upper[i]:.4g}")
+        fits.append({"theta": out.theta.tolist(), "se": [None if not np.isfinite(x) else float(x) for x in se],
+                     "lower": box.lower.tolist(), "upper": box.upper.tolist(), "pose_loss": out.pose_loss})
+        box = wider.start(**{n: v for n, v in zip(box.names, out.theta)})
+        out, shoot = fit(box, ("as_given",))
+        se = total_se(out)
+    bounded = _on_bound(out.theta, box) & identified
+    for i in np.flatnonzero(bounded):
+        warnings.append(f"{box.names[i]} ended on the bound of C ({box.lower[i]:.4g}..{box.upper[i]:.4g}): its "
+                        "standard error does not hold there (reported as none); widen the prior if the range "
+                        "was wrong")
+    se = np.where(bounded, np.nan, se)
     for name, v, s, sc, ok in zip(prior.names, out.theta, se, prior.scale, identified):
         if ok and np.isfinite(s) and s > newton_euler.RELATIVE_SE_LIMIT * sc:
             warnings.append(f"{name} is weakly determined (standard error {s:.3g}, {s / sc:.0%} of its size)")
+    extra: dict[str, Any] = {"windows": int(len(shoot.starts))}
+    if fits:
+        extra["bounded_fits"] = fits  # each fit that a widening of C replaced, first first
     return IdentificationResult(prior.names, out.theta, se, identified, warnings, out.loss_history, out.iterations,
-                                out.seconds, out.seconds_per_iteration, out.pose_loss, method, prior.as_dict(),
-                                baseline.value, {"windows": int(len(shoot.starts))})
+                                out.seconds, out.seconds_per_iteration, out.pose_loss, method, box.as_dict(),
+                                baseline.value, extra)
+
+
+#: How many times C may be widened along a parameter that the data pin on its bound.
+MAX_WIDENINGS = 3
+#: A parameter counts as determined by the data where its standard error is below this share of
+#: C's range along it.
+DETERMINED_SHARE = 0.05
+#: A positive parameter's bound moves by this factor (the lower one divided), a signed one's by
+#: this many times C's half-width.
+WIDEN_FACTOR = 2.5
+
+
+def _on_bound(theta: np.ndarray, box: Prior) -> np.ndarray:
+    margin = 1e-6 * (box.upper - box.lower)
+    return (theta <= box.lower + margin) | (theta >= box.upper - margin)
+
+
+def _widened(box: Prior, pinned: np.ndarray, theta: np.ndarray) -> Prior:
+    """C widened on the side each pinned parameter sits on; a positive parameter stays positive
+    (a lower bound of 0 stays)."""
+    lo, hi = box.lower.copy(), box.upper.copy()
+    half = (hi - lo) / 2
+    for i in np.flatnonzero(pinned):
+        positive = lo[i] >= 0
+        if theta[i] >= (lo[i] + hi[i]) / 2:
+            hi[i] = hi[i] * WIDEN_FACTOR if positive and hi[i] > 0 else hi[i] + WIDEN_FACTOR * half[i]
+        elif not positive:
+            lo[i] = lo[i] - WIDEN_FACTOR * half[i]
+        elif lo[i] > 0:
+            lo[i] = lo[i] / WIDEN_FACTOR
+    return replace(box, lower=lo, upper=hi)
 
 
 def _window(problem: Problem) -> float:
