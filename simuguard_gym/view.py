@@ -148,6 +148,7 @@ class _SceneLog:
         self._adapter: Any = None
         self._moving: list[tuple[int, str]] = []
         self._paths: dict[int, str] = {}
+        self._body_ids: dict[str, int] = {}
         self._substep = 0
 
     def attach(self, adapter: Any) -> None:
@@ -172,6 +173,7 @@ class _SceneLog:
         self.stream.set_time("sim", duration=0.0)
         for b, path in self._moving:
             self.stream.log(path, _transform(rr, poses[b]))
+        self._body_ids = {table.names[b]: b for b, _ in self._moving}
         self._adapter = adapter
 
     def before_substep(self, phase: str) -> None:
@@ -205,7 +207,7 @@ class _SceneLog:
         self.frames += 1
         event = self.onsets.get(k)
         if event is not None:
-            body = next((b for b, path in self._moving if self._adapter.body_table().names[b] == event.get("body")), None)
+            body = self._body_ids.get(event.get("body"))
             if body is not None:
                 stream.log("world/onset", rr.Points3D([poses[body, :3]], radii=0.02, colors=[[255, 215, 0]],
                                                       labels=[f"onset: {event['body']}"]))

@@ -27,7 +27,7 @@ def scene_geometry(model: mujoco.MjModel) -> list[GeometryPart]:
         vertices = faces = None
         if kind == "plane":
             size = np.where(size[:2] > 0, size[:2], PLANE_HALF_EXTENT)
-        elif kind in ("sphere",):
+        elif kind == "sphere":
             size = size[:1]
         elif kind in ("capsule", "cylinder"):
             size = size[:2]
