@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from artifact_scenes import created_inside_floor, record_scene
 from simuguard_gym.cli import main
 from simuguard_gym.export import step_episode, step_episodes
 from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.scoring.report import rerun_of
 
 h5py = pytest.importorskip("h5py")
 
@@ -27,16 +29,25 @@ def run(tmp_path_factory):
 
 
 def test_step_episode_takes_the_states_at_the_step_ends(run):
-    path = run / "seed_000004.msgpack"
-    rec, episode = load_recording(path), step_episode(path)
-    ends = np.asarray(rec.footer["step_substeps"])
-    assert episode.steps == len(ends) == len(rec.actions)
-    assert np.array_equal(episode.body_pose[0], rec.initial_body_pose)
-    assert np.array_equal(episode.body_pose[1:], rec.columns["body_pose"][ends - 1])
-    assert episode.truncated[-1] and not episode.truncated[:-1].any() and not episode.terminated.any()
-    assert episode.success is False and any(e["artifact"] for e in episode.simuguard["events"])
-    assert episode.simuguard["rerun"]["success"] is True  # the rerun's verdict rides along
-    assert episode.deepest.max() > 0 and episode.fps == pytest.approx(25.0)
+    for path in sorted(run.glob("*.msgpack")):
+        rec, episode = load_recording(path), step_episode(path)
+        ends = np.asarray(rec.footer["step_substeps"])
+        assert episode.steps == len(ends) == len(rec.actions)
+        assert np.array_equal(episode.body_pose[0], rec.initial_body_pose)
+        assert np.array_equal(episode.body_pose[1:], rec.columns["body_pose"][ends - 1])
+        assert episode.truncated[-1] and not episode.truncated[:-1].any() and not episode.terminated.any()
+        assert episode.success == rec.footer["success"] and episode.fps == pytest.approx(25.0)
+        assert episode.simuguard["rerun"] == rerun_of(path)  # a flagged episode's rerun verdict rides along
+        assert episode.deepest.max() > 0
+
+
+def test_the_detectors_events_ride_along(tmp_path):
+    """An episode with a contact artifact on every MuJoCo version: its events in the episode and
+    in the exported entry."""
+    path = record_scene(created_inside_floor, tmp_path)
+    episode = step_episode(path)
+    assert any(e["artifact"] for e in episode.simuguard["events"])
+    assert episode.simuguard["events"] == load_recording(path).footer["detector"]["events"]
 
 
 def test_exported_trajectories_load_in_maniskills_reader(run, tmp_path):
@@ -61,8 +72,9 @@ def test_exported_trajectories_load_in_maniskills_reader(run, tmp_path):
     assert np.allclose(can[1:, :7], load_recording(run / "seed_000004.msgpack").columns["body_pose"][
         np.asarray(episodes[4].simuguard["step_substeps"]) - 1, 0].astype(np.float32))
     meta = json.loads(h5.with_suffix(".json").read_text())
-    entry = meta["episodes"][4]
-    assert entry["episode_seed"] == 4 and entry["success"] is False and entry["simuguard"]["events"]
+    for k, (entry, e) in enumerate(zip(meta["episodes"], episodes)):
+        assert entry["episode_id"] == k and entry["episode_seed"] == e.seed == k and entry["success"] == e.success
+        assert entry["simuguard"]["events"] == e.simuguard["events"]
 
 
 def test_export_names_what_it_skips(run, tmp_path, capsys):
