@@ -242,4 +242,5 @@ def test_a_wrong_material_is_overruled_by_informative_data():
     assert any("refit with C widened" in w for w in result.warnings)
     (clamped,) = result.extra["bounded_fits"]
     assert clamped["theta"][0] == pytest.approx(clamped["upper"][0]) and result.prior["upper"][0] > mass
+    assert result.prior["value"][0] == pytest.approx(0.1 * 0.08 * 0.06 * 600)  # theta0 is still wood's
     assert np.isfinite(result.se[0]) and result.se[0] < 0.01 * mass

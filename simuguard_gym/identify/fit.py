@@ -124,8 +124,8 @@ def identify(series: WrenchPoseSeries, problem: Problem,
                             f"refit with C widened to {wider.lower[i]:.4g}..{wider.upper[i]:.4g}")
         fits.append({"theta": out.theta.tolist(), "se": [None if not np.isfinite(x) else float(x) for x in se],
                      "lower": box.lower.tolist(), "upper": box.upper.tolist(), "pose_loss": out.pose_loss})
-        box = wider.start(**{n: v for n, v in zip(box.names, out.theta)})
-        out, shoot = fit(box, ("as_given",))
+        box = wider  # theta0 stays the prior's; the refit starts where the clamped fit ended
+        out, shoot = fit(box.start(**dict(zip(box.names, out.theta))), ("as_given",))
         se = total_se(out)
     bounded = _on_bound(out.theta, box) & identified
     for i in np.flatnonzero(bounded):
