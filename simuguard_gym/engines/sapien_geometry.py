@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import sapien.physx as physx
 
+from simuguard_gym.identify.pose import multiply
 from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 
 #: PhysX puts capsules and cylinders along x and a plane's normal along x; the viewer's parts
@@ -14,13 +15,6 @@ from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 _Z_TO_X = np.array([np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0])
 #: The half extents shown for PhysX's infinite plane.
 PLANE_HALF_EXTENT = 2.0
-
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
 def scene_geometry(shapes: Sequence[Any], shape_body: Sequence[int]) -> list[GeometryPart]:
@@ -36,9 +30,9 @@ def scene_geometry(shapes: Sequence[Any], shape_body: Sequence[int]) -> list[Geo
             kind, size = "sphere", np.array([shape.radius], np.float64)
         elif isinstance(shape, (physx.PhysxCollisionShapeCapsule, physx.PhysxCollisionShapeCylinder)):
             kind = "capsule" if isinstance(shape, physx.PhysxCollisionShapeCapsule) else "cylinder"
-            size, q = np.array([shape.radius, shape.half_length], np.float64), _quat_mul(q, _Z_TO_X)
+            size, q = np.array([shape.radius, shape.half_length], np.float64), multiply(q, _Z_TO_X)
         elif isinstance(shape, physx.PhysxCollisionShapePlane):
-            kind, size, q = "plane", np.full(2, PLANE_HALF_EXTENT), _quat_mul(q, _Z_TO_X)
+            kind, size, q = "plane", np.full(2, PLANE_HALF_EXTENT), multiply(q, _Z_TO_X)
         elif isinstance(shape, (physx.PhysxCollisionShapeConvexMesh, physx.PhysxCollisionShapeTriangleMesh)):
             kind, size = "mesh", np.zeros(0)
             vertices = np.asarray(shape.vertices, np.float64) * np.asarray(shape.scale, np.float64)
