@@ -68,19 +68,20 @@ def test_small_cube_inertia_is_reported_unidentifiable():
     assert result.as_dict()["parameters"]["ixx"]["identified"] is False
 
 
-def test_door_hinge_inertia_and_friction():
+def test_door_hinge_inertia_friction_and_damping():
     door = Problem(shapes=(Shape("box", (0.5, 0.02, 0.7), pos=(0.25, 0, 0)),),
                    joint=Joint("revolute", (0, 0, 1), (0, 0, 0)), point=(0.45, 0.02, 0))
     i_c = 3.0 / 12 * np.diag([0.02 ** 2 + 0.7 ** 2, 0.5 ** 2 + 0.7 ** 2, 0.5 ** 2 + 0.02 ** 2])
-    truth = TrueBody(3.0, (0.25, 0, 0), i_c, joint_friction=0.5)
+    truth = TrueBody(3.0, (0.25, 0, 0), i_c, joint_friction=0.5, joint_damping=0.8)
     measured, _ = synthesise(door, truth, duration=2.0, seed=1, dt_truth=0.002, noise=None)
     # the model steps like the truth (2 ms): the recovery must then be exact up to the optimiser
     result = identify(measured, door, GeometryPrior(density=(100, 300, 1200)), wrench_resolution=(1e-6, 1e-7),
                       substeps=1)
     hinge = i_c[2, 2] + 3.0 * 0.25 ** 2
-    assert result.names == ("hinge_inertia", "friction")
+    assert result.names == ("hinge_inertia", "friction", "damping")
     assert result["hinge_inertia"] == pytest.approx(hinge, rel=2e-3)
     assert result["friction"] == pytest.approx(0.5, rel=1e-2)
+    assert result["damping"] == pytest.approx(0.8, rel=1e-2)
     assert any("only its inertia about the hinge" in w for w in result.warnings)
     # RigPI's optimiser: gradient steps of 1/100 of each parameter's scale
     descent = identify(measured, door, GeometryPrior(density=(100, 300, 1200)), wrench_resolution=(1e-6, 1e-7),
@@ -210,7 +211,7 @@ def test_oven_door_on_a_horizontal_hinge_identifies_its_gravity_moment():
     measured, _ = synthesise(oven, truth, seed=0, noise=None, dt_truth=0.002, start=np.array([0.6]))
     result = identify(measured, oven, GeometryPrior(density=(100, 300, 1200)), substeps=1,
                       wrench_resolution=(1e-6, 1e-7))
-    assert result.names == ("hinge_inertia", "gravity_moment", "friction")
+    assert result.names == ("hinge_inertia", "gravity_moment", "friction", "damping")
     assert result["hinge_inertia"] == pytest.approx(i_c[0, 0] + 2.0 * 0.2 ** 2, rel=5e-3)
     assert result["gravity_moment"] == pytest.approx(2.0 * 0.2, rel=5e-3)
     assert result["friction"] == pytest.approx(0.2, rel=2e-2)

@@ -129,6 +129,11 @@ def identify(series: WrenchPoseSeries, problem: Problem,
         se = total_se(out)
     bounded = _on_bound(out.theta, box) & identified
     for i in np.flatnonzero(bounded):
+        if box.lower[i] == 0 and out.theta[i] <= (box.upper[i] - box.lower[i]) / 2:
+            # 0 is the physical floor of a friction or a damping, not a belief a wider C would revise
+            warnings.append(f"{box.names[i]} is 0, its physical floor: the data show none (no standard error "
+                            "at a bound)")
+            continue
         warnings.append(f"{box.names[i]} ended on the bound of C ({box.lower[i]:.4g}..{box.upper[i]:.4g}): its "
                         "standard error does not hold there (reported as none); widen the prior if the range "
                         "was wrong")

@@ -174,15 +174,17 @@ def _joint_fit(problem: Problem, series: WrenchPoseSeries, sigma_f: float, sigma
     speed = np.abs(qd)
     moving = speed > max(1e-3, 0.05 * np.percentile(speed, 95))
     columns.append(np.where(moving, np.sign(qd), 0.0))
+    columns.append(qd)                      # viscous damping
     y = np.column_stack(columns)
     use = moving | (speed < 1e-9)
     est, cov = _solve(y[use], gen[use], np.full(int(use.sum()), sigma))
-    notes = [("a prismatic link shows only its mass along the axis and the joint friction"
+    notes = [("a prismatic link shows only its mass along the axis and the joint friction and damping"
               if joint.kind == "prismatic" else
               "a revolute link shows only its inertia about the hinge (and, on an axis not along gravity, "
-              "its gravity moment) and the joint friction") + "; its other inertial parameters are not identifiable"]
+              "its gravity moment) and the joint friction and damping") + "; its other inertial parameters are not "
+              "identifiable"]
     if moving.sum() < 5:
-        notes.append("the joint never moves: its friction is not observable")
+        notes.append("the joint never moves: its friction and damping are not observable")
     return LinearFit(problem.names, est, np.sqrt(np.abs(np.diag(cov))), float(moving.mean()), notes)
 
 

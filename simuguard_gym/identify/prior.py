@@ -71,6 +71,10 @@ class Prior:
                 "lower": self.lower.tolist(), "upper": self.upper.tolist()}
 
 
+#: a link's damping prior, as the time its speed takes to decay by e (inertia / damping)
+DECAY_TYPICAL_S, DECAY_SHORTEST_S = 0.5, 0.01
+
+
 class GeometryPrior:
     """The offline prior: uniform density over the body's shapes, density and friction from a table.
 
@@ -118,9 +122,11 @@ class GeometryPrior:
             return Prior(problem.names, np.array(value), np.array(lower), np.array(upper), "geometry")
         g = float(np.linalg.norm(problem.gravity)) or 9.81
         if problem.joint.kind == "prismatic":
-            # rails: a few percent of the weight typically, up to the whole weight when stiff
-            return Prior(problem.names, np.array([m[1], 0.1 * m[1] * g]), np.array([m[0], 0.0]),
-                         np.array([m[2], m[2] * g]), "geometry")
+            # rails: a few percent of the weight typically, up to the whole weight when stiff;
+            # damping as the time the link's speed takes to decay (inertia / damping): 0.5 s
+            # typically, down to 10 ms for a heavily damped soft-close
+            return Prior(problem.names, np.array([m[1], 0.1 * m[1] * g, m[1] / DECAY_TYPICAL_S]),
+                         np.array([m[0], 0.0, 0.0]), np.array([m[2], m[2] * g, m[2] / DECAY_SHORTEST_S]), "geometry")
         axis_b, anchor_b = _joint_in_body(problem, first_pose)
         hinge = float(axis_b @ shift(i_unit, v, props.centroid - anchor_b) @ axis_b)
         lever = float(np.linalg.norm(np.cross(axis_b, props.centroid - anchor_b)))
@@ -130,9 +136,9 @@ class GeometryPrior:
             value.append(m[1] * lever)
             lower.append(0.0)
             upper.append(m[2] * arm)
-        value.append(0.05 * m[1] * g * arm)
-        lower.append(0.0)
-        upper.append(m[2] * g * arm)
+        value += [0.05 * m[1] * g * arm, value[0] / DECAY_TYPICAL_S]
+        lower += [0.0, 0.0]
+        upper += [m[2] * g * arm, upper[0] / DECAY_SHORTEST_S]
         return Prior(problem.names, np.array(value), np.array(lower), np.array(upper), "geometry")
 
 

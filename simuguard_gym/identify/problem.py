@@ -12,19 +12,27 @@ from simuguard_gym.identify.shapes import Shape
 
 FREE_PARAMETERS = ("mass", "com_x", "com_y", "com_z") + ENTRIES
 UNITS = {"mass": "kg", "com_x": "m", "com_y": "m", "com_z": "m", **{e: "kg m^2" for e in ENTRIES},
-         "mu": "", "hinge_inertia": "kg m^2", "gravity_moment": "kg m", "friction": "N or N m"}
+         "mu": "", "hinge_inertia": "kg m^2", "gravity_moment": "kg m", "friction": "N or N m",
+         "damping": "N s/m or N m s/rad"}
+
+#: MuJoCo's integrators as MJCF names them
+INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")
 
 
 @dataclass(frozen=True)
 class Joint:
     """The 1-DoF joint a link moves on, in the world frame.
 
-    ``axis`` is the joint axis; ``anchor`` a point on it (revolute only).
+    ``axis`` is the joint axis; ``anchor`` a point on it (revolute only). ``friction_solref`` is
+    MuJoCo's softness of the joint's dry friction where the data come from a MuJoCo model (the
+    identification model then uses the same); without it the friction is as close to Coulomb's
+    as the step allows.
     """
 
     kind: str
     axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
     anchor: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    friction_solref: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("revolute", "prismatic"):
@@ -58,6 +66,13 @@ class Problem:
     point: tuple[float, float, float] = (0.0, 0.0, 0.0)
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
     static_geoms: tuple = field(default=(), compare=False)   # engine descriptions of the scene around
+    #: the MuJoCo integrator ("Euler", "RK4", "implicit", "implicitfast") that made the data, where
+    #: a MuJoCo env made them: the identification model integrates as that env did
+    integrator: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.integrator is not None and self.integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {INTEGRATORS} (MJCF's names), not {self.integrator!r}")
 
     @property
     def kind(self) -> str:
@@ -74,6 +89,8 @@ class Problem:
     def names(self) -> tuple[str, ...]:
         if self.joint is None:
             return FREE_PARAMETERS + (("mu",) if self.support is not None or self.static_geoms else ())
+        # a link's losses: dry friction (a constant force against the motion) and viscous damping
         if self.joint.kind == "prismatic":
-            return ("mass", "friction")
-        return ("hinge_inertia",) + (("gravity_moment",) if self.gravity_acts_on_joint() else ()) + ("friction",)
+            return ("mass", "friction", "damping")
+        return ("hinge_inertia",) + (("gravity_moment",) if self.gravity_acts_on_joint() else ()) + ("friction",
+                                                                                                   "damping")

@@ -24,11 +24,15 @@ EVERY = ("episode",)
 
 
 class ParamIdentify(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Identify theta of one free body at the end of every episode (RigPI through MuJoCo).
+    """Identify theta of one body at the end of every episode (RigPI through MuJoCo).
 
-    Every physics substep the wrapper samples the body's pose and the wrench that the robot (any
-    moving body in contact) and applied forces exert on it. At episode end it identifies theta on
-    a model of the body and the static geoms it touched, and puts into ``info["simuguard"]["params"]``
+    The body is a free body (an object the robot handles: mass, centre of mass, inertia, and
+    friction against the static scene it touches) or a link on a hinge or slide joint (a door, a
+    drawer: its inertia about the axis or its mass, the joint's dry friction and damping;
+    ``joint=`` names the joint, checked against the body's). Every physics substep the wrapper
+    samples the body's pose and what the robot (any moving body in contact), applied forces and,
+    on a link, the joint's limits and springs exert on it. At episode end it identifies theta on
+    a model of the body (and the static geoms a free body touched), and puts into ``info["simuguard"]["params"]``
     the identified values, their standard errors, the model's declared values, the relative errors,
     which parameters the data could not determine, and warnings. A large error on an identified
     parameter says the simulated object does not behave like its declared parameters (solver
@@ -53,17 +57,17 @@ class ParamIdentify(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """
 
     def __init__(self, env: gym.Env, body: str, every: str = "episode", prior: Prior | Callable | None = None, *,
-                 method: str = "lm", wrench_resolution: tuple[float, float] = (1e-6, 1e-7),
+                 joint: str | None = None, method: str = "lm", wrench_resolution: tuple[float, float] = (1e-6, 1e-7),
                  pose_noise: tuple[float, float] = (1e-4, 1e-3), adapter: PhysicsAdapter | None = None,
                  **identify_kwargs: Any) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, body=body, every=every, prior=prior, method=method,
+        gym.utils.RecordConstructorArgs.__init__(self, body=body, every=every, prior=prior, joint=joint, method=method,
                                                  wrench_resolution=wrench_resolution, pose_noise=pose_noise,
                                                  **identify_kwargs, _disable_deepcopy=True)  # not the adapter
         super().__init__(env)
         if every not in EVERY:
             raise ValueError(f"every must be one of {EVERY}, got {every!r}")
         from simuguard_gym.engines.mujoco import MujocoAdapter
-        from simuguard_gym.identify.simulation.probe import BodyWrenchProbe
+        from simuguard_gym.identify.simulation.probe import probe_for
 
         self.adapter = adapter_for(env, adapter)
         if not isinstance(self.adapter, MujocoAdapter):
@@ -72,7 +76,7 @@ class ParamIdentify(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # the data come from this env's own physics: the model steps exactly as the env does
         identify_kwargs.setdefault("substeps", 1)
         self.identify_kwargs = dict(wrench_resolution=wrench_resolution, pose_noise=pose_noise, **identify_kwargs)
-        self.probe = BodyWrenchProbe(self.adapter, body)
+        self.probe = probe_for(self.adapter, body, joint)
         self.adapter.hooks.add(self.probe)
         #: the last episode's result (None before the first episode ends)
         self.result: IdentificationResult | None = None
@@ -136,6 +140,7 @@ class ParamIdentify(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return None
         self.result = result
         out = result.as_dict()
+        out["warnings"] = self.probe.notes + out["warnings"]
         values = {n: float(v) for n, v in zip(result.names, result.theta)}
         out["values"] = values
         out["truth"] = truth

@@ -18,6 +18,9 @@ from simuguard_gym.identify.shapes import Shape, mass_properties
 _GEOM_TYPES = {"box": mujoco.mjtGeom.mjGEOM_BOX, "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
                "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER, "ellipsoid": mujoco.mjtGeom.mjGEOM_ELLIPSOID,
                "mesh": mujoco.mjtGeom.mjGEOM_MESH}
+_INTEGRATORS = {"Euler": mujoco.mjtIntegrator.mjINT_EULER, "RK4": mujoco.mjtIntegrator.mjINT_RK4,
+                "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+                "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
 
 
 def _geom_size(shape: Shape) -> list[float]:
@@ -51,7 +54,9 @@ def build_model(problem: Problem, first_pose: np.ndarray, timestep: float) -> mu
     world = spec.worldbody
     world.add_site(name="world_axes")
     contact = problem.support is not None or bool(problem.static_geoms)
-    if not contact and problem.joint is None:
+    if problem.integrator is not None:
+        spec.option.integrator = _INTEGRATORS[problem.integrator]
+    elif not contact and problem.joint is None:
         # A free body's rotation is smooth, and its gyroscopic term grows with the spin squared:
         # the default semi-implicit Euler at the data's 2 ms step biases the inertia by 20 % on a
         # body spinning at 60 rad/s, RK4 recovers it to the digits (tests/test_identify.py).
@@ -79,8 +84,9 @@ def build_model(problem: Problem, first_pose: np.ndarray, timestep: float) -> mu
         j = body.add_joint(name="joint", type=kind, axis=list(r0.T @ np.asarray(problem.joint.axis)),
                            pos=list(r0.T @ (np.asarray(problem.joint.anchor) - first_pose[:3])))
         j.frictionloss = 0.0
-        # dry friction as close to Coulomb as the step allows (MuJoCo's floor is 2 steps)
-        j.solref_friction = [2 * timestep, 1.0]
+        # dry friction as the data's MuJoCo model made it, else as close to Coulomb as the step
+        # allows (MuJoCo's floor is 2 steps)
+        j.solref_friction = list(problem.joint.friction_solref or (2 * timestep, 1.0))
         act = spec.add_actuator(trntype=mujoco.mjtTrn.mjTRN_JOINT, target="joint")
         act.gear = [1.0, 0, 0, 0, 0, 0]
     for k, shape in enumerate(problem.shapes):
@@ -134,6 +140,7 @@ def apply_theta(m: mujoco.MjModel, scratch: mujoco.MjData, problem: Problem, nam
         m.body_ipos[b] = 0.0
         m.body_inertia[b] = 1e-4
         m.dof_frictionloss[0] = max(p["friction"], 0.0)
+        m.dof_damping[0] = max(p["damping"], 0.0)
     else:
         hinge = max(p["hinge_inertia"], 1e-12)
         anchor, axis = m.jnt_pos[0].copy(), m.jnt_axis[0].copy()
@@ -154,6 +161,7 @@ def apply_theta(m: mujoco.MjModel, scratch: mujoco.MjData, problem: Problem, nam
         m.body_inertia[b] = own
         m.body_iquat[b] = [1, 0, 0, 0]
         m.dof_frictionloss[0] = max(p["friction"], 0.0)
+        m.dof_damping[0] = max(p["damping"], 0.0)
     mujoco.mj_setConst(m, scratch)
     # MuJoCo 4 snaps a centre of mass near the frame origin onto it ("sameframe"), which would
     # flatten finite differences of the centre of mass

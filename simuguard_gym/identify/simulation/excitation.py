@@ -31,6 +31,7 @@ class TrueBody:
     inertia: np.ndarray | None = None          # (3, 3); None: the shapes' at uniform density
     mu: float = 0.5                            # against the support
     joint_friction: float = 0.0                # N (prismatic) or N m (revolute)
+    joint_damping: float = 0.0                 # N s/m (prismatic) or N m s/rad (revolute)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,10 @@ def _truth_model(problem: Problem, truth: TrueBody, timestep: float) -> mujoco.M
     if contact:
         plane = world.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], pos=[0, 0, problem.support.height])
         plane.friction = [0.0, 0.005, 0.0001]
-    return spec.compile()
+    model = spec.compile()
+    if problem.joint is not None:
+        model.dof_damping[0] = truth.joint_damping   # after compiling: MjSpec's damping is a 3-vector on MuJoCo 4
+    return model
 
 
 def _smooth_random(rng: np.random.Generator, t: np.ndarray, dims: int, amplitude: np.ndarray,
