@@ -800,8 +800,10 @@ def _identify(args: argparse.Namespace) -> int:
     result = identify(series, problem, prior, method=args.method,
                       wrench_resolution=_vector(args.resolution, "resolution", 2),
                       progress=(lambda i, loss: logging.info("iteration %d: loss %.6g", i, loss)))
-    print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.iterations} iterations, "
-          f"{result.seconds:.2f} s; pose loss {result.pose_loss:.4g}")
+    fits = "; ".join(f"{f['start']} {f['iterations']} iterations {f['seconds']:.2f} s"
+                     for f in result.extra.get("fits", []))
+    print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.seconds:.2f} s in all"
+          f"{' (' + fits + ')' if fits else ''}; pose loss {result.pose_loss:.4g}")
     print(result.table())
     out.write_text(json.dumps(result.as_dict(), indent=1))
     print(f"wrote {out}")

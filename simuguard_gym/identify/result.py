@@ -17,7 +17,9 @@ class IdentificationResult:
 
     ``identified[name]`` is False where the data can't determine the parameter (its value is
     then the prior's, and a warning says why); ``baseline`` is the Newton-Euler least-squares
-    estimate; ``loss_history`` is L_pose + lambda P per iteration.
+    estimate; ``loss_history`` is L_pose + lambda P per iteration of the fit that won;
+    ``seconds`` is the whole identification's wall time (``extra["fits"]`` lists each start and
+    refit it ran, with its iterations and seconds).
     """
 
     names: tuple[str, ...]
