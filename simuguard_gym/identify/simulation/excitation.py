@@ -179,11 +179,52 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
         data.ctrl[:] = w
         mujoco.mj_step(model, data, nstep=sub)
     clean = WrenchPoseSeries(t, wrench[:, :3], wrench[:, 3:], poses[:, :3], poses[:, 3:], velocity)
+    return _measured(clean, noise, rng), clean
+
+
+def spin(problem: Problem, truth: TrueBody, w0: np.ndarray, *, duration: float = 1.0, seed: int = 0,
+         dt_truth: float = 0.0005, dt_sample: float = 0.002, noise: SensorNoise | None = None
+         ) -> tuple[WrenchPoseSeries, WrenchPoseSeries]:
+    """(measured, clean) series of a free body spinning from ``w0`` (rad/s, body frame), held
+    up against gravity by a force at the wrench point, under a random wrench (0.3 N, 3 mN m);
+    the truth integrated with RK4 at ``dt_truth``. Noise-free unless ``noise`` is given."""
+    if problem.joint is not None or problem.support is not None:
+        raise ValueError("spin() drives a free body")
+    rng = np.random.default_rng(seed)
+    model = _truth_model(problem, truth, dt_truth)
+    model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    data = mujoco.MjData(model)
+    data.qpos[:3] = [0, 0, 0.3]
+    data.qvel[3:] = w0
+    b, sub = model.body("body").id, int(round(dt_sample / dt_truth))
+    n = int(round(duration / dt_sample))
+    poses, wrench, velocity = np.zeros((n, 7)), np.zeros((n, 6)), np.zeros((n, 6))
+    spatial = np.zeros(6)
+    for k in range(n):
+        mujoco.mj_forward(model, data)
+        poses[k, :3], poses[k, 3:] = data.xpos[b], data.xquat[b]
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, spatial, 0)
+        velocity[k, :3] = spatial[3:]
+        velocity[k, 3:] = data.xmat[b].reshape(3, 3).T @ spatial[:3]
+        wrench[k, :3] = -truth.mass * np.asarray(problem.gravity, float) + rng.normal(0, 0.3, 3)
+        wrench[k, 3:] = rng.normal(0, 0.003, 3)
+        data.ctrl[:] = wrench[k]
+        mujoco.mj_step(model, data, nstep=sub)
+    t = np.arange(n) * dt_sample
+    clean = WrenchPoseSeries(t, wrench[:, :3], wrench[:, 3:], poses[:, :3], poses[:, 3:], velocity)
+    return _measured(clean, noise, rng), clean
+
+
+def _measured(clean: WrenchPoseSeries, noise: SensorNoise | None, rng: np.random.Generator) -> WrenchPoseSeries:
+    """What a sensor reports of a clean series: the wrench quantised plus a quantum of noise, the
+    pose with tracker noise; no velocities."""
     if noise is None:
-        return clean, clean
+        return clean
+    t, wrench, n = clean.t, clean.wrench, len(clean)
+    poses = clean.poses
     res = np.array([noise.force_resolution] * 3 + [noise.torque_resolution] * 3)
     measured_w = np.round(wrench / res) * res + rng.normal(0, 1, wrench.shape) * res
     pos = poses[:, :3] + rng.normal(0, noise.position, (n, 3))
     quat = pose.multiply(poses[:, 3:], pose.from_rotation_vector(rng.normal(0, noise.rotation, (n, 3))))
     quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-    return WrenchPoseSeries(t, measured_w[:, :3], measured_w[:, 3:], pos, quat), clean
+    return WrenchPoseSeries(t, measured_w[:, :3], measured_w[:, 3:], pos, quat)
