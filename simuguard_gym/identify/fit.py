@@ -83,8 +83,10 @@ def identify(series: WrenchPoseSeries, problem: Problem,
     if identified.sum() <= GRID_MAX_PARAMETERS:
         starts = starts[:1]        # a grid over C picks the start anyway
 
-    def run(start: Prior) -> Any:
-        shoot = Shooting(problem, start, series, free=identified, window_s=window_s or _window(problem),
+    window = window_s or _window(problem)
+
+    def run(start: Prior, window: float = window) -> Any:
+        shoot = Shooting(problem, start, series, free=identified, window_s=window,
                          pose_noise=pose_noise, substeps=substeps or _substeps(problem, series.dt),
                          fit_starts=series.velocity is None, nthread=nthread)
         try:
@@ -144,6 +146,23 @@ def identify(series: WrenchPoseSeries, problem: Problem,
             break
     out, shoot, box, fits = best["out"], best["shoot"], best["box"], best["fits"]
     warnings += best["notes"]
+    # Short windows converge from a poor start, but each window's free start state absorbs part
+    # of what the poses say about theta. Windows twice as long, started where the short ones
+    # ended, keep more of it (on the offset-CoM box the inertia's standard error halves); they
+    # replace the short fit only where they explain the poses as well. Not where dry friction or
+    # contacts are simulated: stick-slip makes a longer window's loss rougher (the door's friction
+    # came out worse, the pushed cube no better).
+    longer = LONGER_WINDOWS * window
+    if (window_s is None and not _frictional(problem) and out.loss_history and out.loss_history[-1] <= floor
+            and series.t[-1] - series.t[0] >= 2 * longer):
+        out_long, shoot_long = run(box.start(**dict(zip(box.names, out.theta))), longer)
+        timings.append(("longer windows", out_long.iterations, out_long.seconds))
+        if out_long.loss_history and out_long.loss_history[-1] <= min(floor, LONGER_ACCEPT * out.loss_history[-1]):
+            out, shoot = out_long, shoot_long
+    if out.loss_history and out.loss_history[-1] > POOR_FIT * floor:
+        warnings.append(f"no start explains the poses: the best fit's loss is {out.loss_history[-1] / floor:.3g} "
+                        "times what the stated pose noise allows; its values are not reliable (the noise is larger "
+                        "than stated, or the model lacks what moves the body: contacts, a joint, very fast motion)")
     se = total_se(out)
     bounded = _on_bound(out.theta, box) & identified
     for i in np.flatnonzero(bounded):
@@ -159,7 +178,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
     for name, v, s, sc, ok in zip(prior.names, out.theta, se, prior.scale, identified):
         if ok and np.isfinite(s) and s > newton_euler.RELATIVE_SE_LIMIT * sc:
             warnings.append(f"{name} is weakly determined (standard error {s:.3g}, {s / sc:.0%} of its size)")
-    extra: dict[str, Any] = {"windows": int(len(shoot.starts)),
+    extra: dict[str, Any] = {"windows": int(len(shoot.starts)), "window_s": float(shoot.window_s),
                              "fits": [{"start": how, "iterations": int(n), "seconds": float(sec)}
                                       for how, n, sec in timings]}
     if fits:
@@ -169,6 +188,13 @@ def identify(series: WrenchPoseSeries, problem: Problem,
                                 baseline.value, extra)
 
 
+#: A best fit whose loss exceeds the noise floor by this factor is reported as not reliable.
+POOR_FIT = 10.0
+#: The refit's windows are this many times the first fit's ...
+LONGER_WINDOWS = 2.0
+#: ... and replace it where their loss is at most this many times the first fit's (fewer free
+#: start states fit the noise a little less closely; a diverging rollout is far above).
+LONGER_ACCEPT = 1.25
 #: How many times C may be widened along a parameter that the data pin on its bound.
 MAX_WIDENINGS = 3
 #: A parameter counts as determined by the data where its standard error is below this share of
@@ -210,8 +236,12 @@ def _window(problem: Problem) -> float:
 def _substeps(problem: Problem, dt: float) -> int:
     """Model steps per sample: at most 1 ms where dry friction or contacts are simulated (their
     regularised response at 2 ms biased friction by a few percent), else the sample step."""
-    frictional = problem.joint is not None or problem.support is not None or bool(problem.static_geoms)
-    return max(1, int(np.ceil(dt / 0.001 - 1e-9))) if frictional else 1
+    return max(1, int(np.ceil(dt / 0.001 - 1e-9))) if _frictional(problem) else 1
+
+
+def _frictional(problem: Problem) -> bool:
+    """Whether the model simulates dry friction or contacts (a joint's friction, a support, a scene)."""
+    return problem.joint is not None or problem.support is not None or bool(problem.static_geoms)
 
 
 def _start(prior: Prior, how: str, baseline: np.ndarray, identified: np.ndarray) -> Prior:

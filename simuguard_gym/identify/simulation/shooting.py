@@ -33,6 +33,11 @@ from simuguard_gym.identify.simulation.candidate import _state_index, apply_thet
 
 #: RigPI's weight of the bound penalty P(theta, C)
 PENALTY_WEIGHT = 0.1
+#: Weight of a free body's distance from a physical inertia tensor. The model gets the projected
+#: tensor, so outside the physical set the pose loss is flat along the violation; a weak pull
+#: (RigPI's 0.1) let the fit creep along the triangle-inequality boundary for tens of iterations
+#: far from the truth, a strong one sends it back inside at once.
+PHYSICAL_WEIGHT = 1e3
 
 
 @dataclass
@@ -82,6 +87,7 @@ class Shooting:
         self.joint = problem.joint
         n = len(series)
         length = max(4, int(round(window_s / self.dt)))
+        self.window_s = length * self.dt
         starts = list(range(0, n - 1, length))
         if len(starts) > 1 and n - 1 - starts[-1] < length // 2:
             starts.pop()                       # fold a short tail into the previous window
@@ -224,13 +230,13 @@ class Shooting:
         and, for a free body, how far its inertia candidate is from a physical one (the model
         gets the projected tensor; without this term the optimiser would see a flat region)."""
         over = np.maximum(theta - self.prior.upper, 0) + np.maximum(self.prior.lower - theta, 0)
-        out = (over / self.scale)[self.free]
+        out = np.sqrt(PENALTY_WEIGHT) * (over / self.scale)[self.free]
         if self.joint is None:
             entries = theta[4:10]
             tensor = from_entries(entries)
             gap = np.abs(to_entries(make_physical(tensor)) - entries) / self.scale[4:10]
-            out = np.concatenate([out, gap])
-        return np.sqrt(PENALTY_WEIGHT) * out
+            out = np.concatenate([out, np.sqrt(PHYSICAL_WEIGHT) * gap])
+        return out
 
     @property
     def n_pose_rows(self) -> int:
@@ -351,6 +357,18 @@ _STEP_TOLERANCE = ({"xtol": 1e-9} if "xtol" in inspect.signature(minimize.least_
                    else {"tol": 1e-9})
 
 
+#: A fit has converged once two iterations in a row lower chi-square by less than this.
+CONVERGED_CHI2 = 0.1
+
+
+class _Converged(Exception):
+    """Ends ``mujoco.minimize.least_squares`` early (it has no tolerance on the loss)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        super().__init__()
+        self.x = x
+
+
 def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
            progress: Callable[[int, float], None] | None = None) -> FitOutcome:
     """Minimise L_pose + lambda P over theta and the window start states.
@@ -368,9 +386,18 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
             history.append(float(2 * trace[-1].objective))
             if progress:
                 progress(len(history), history[-1])
-        x, trace = minimize.least_squares(x0, shoot.residual, bounds=shoot.bounds(), jacobian=shoot.jacobian,
+            # the loss is chi-square over the weighted pose errors: once two steps in a row
+            # gain less than CONVERGED_CHI2 of it, theta moves by a negligible part of its
+            # standard error, however far the step tolerance still is
+            gains = [2 * t.reduction * shoot.n_pose_samples for t in trace[-2:]]
+            if len(gains) == 2 and max(gains) < CONVERGED_CHI2:
+                raise _Converged(trace[-1].candidate)
+        try:
+            x, _ = minimize.least_squares(x0, shoot.residual, bounds=shoot.bounds(), jacobian=shoot.jacobian,
                                           max_iter=max_iter, verbose=0, iter_callback=callback, **_STEP_TOLERANCE)
-        iterations = len(trace)
+        except _Converged as done:
+            x = done.x
+        iterations = len(history)
     elif method == "gd":
         x, iterations = _descend(shoot, x0, max_iter, history, progress)
     else:
