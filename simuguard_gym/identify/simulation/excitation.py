@@ -128,7 +128,6 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
     wn = 2 * np.pi * 4.0                       # controller bandwidth, Hz -> rad/s
     freqs = (0.4, 0.9, 1.7)
     poses, wrench, velocity = np.zeros((n, 7)), np.zeros((n, 6)), np.zeros((n, 6))
-    spatial = np.zeros(6)
     if problem.joint is None and problem.support is None:
         ref_p = data.qpos[:3] + _smooth_random(rng, t, 3, np.full(3, 0.05 * amplitude), freqs)
         ref_r = _smooth_random(rng, t, 3, np.full(3, 0.5 * amplitude), freqs)
@@ -141,13 +140,7 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
         q_start = float(data.qpos[0])
         ref_q += q_start
     for k in range(n):
-        # after mj_step, xpos and friends still describe the state before it
-        mujoco.mj_forward(model, data)
-        poses[k, :3], poses[k, 3:] = data.xpos[b], data.xquat[b]
-        # the frame origin's world velocity and the body-frame angular velocity (free-joint qvel)
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, spatial, 0)
-        velocity[k, :3] = spatial[3:]
-        velocity[k, 3:] = data.xmat[b].reshape(3, 3).T @ spatial[:3]
+        poses[k], velocity[k] = _observe(model, data, b)
         w = np.zeros(6)
         if problem.joint is None and problem.support is None:
             vel = data.qvel[:3]
@@ -199,13 +192,8 @@ def spin(problem: Problem, truth: TrueBody, w0: np.ndarray, *, duration: float =
     b, sub = model.body("body").id, int(round(dt_sample / dt_truth))
     n = int(round(duration / dt_sample))
     poses, wrench, velocity = np.zeros((n, 7)), np.zeros((n, 6)), np.zeros((n, 6))
-    spatial = np.zeros(6)
     for k in range(n):
-        mujoco.mj_forward(model, data)
-        poses[k, :3], poses[k, 3:] = data.xpos[b], data.xquat[b]
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, spatial, 0)
-        velocity[k, :3] = spatial[3:]
-        velocity[k, 3:] = data.xmat[b].reshape(3, 3).T @ spatial[:3]
+        poses[k], velocity[k] = _observe(model, data, b)
         wrench[k, :3] = -truth.mass * np.asarray(problem.gravity, float) + rng.normal(0, 0.3, 3)
         wrench[k, 3:] = rng.normal(0, 0.003, 3)
         data.ctrl[:] = wrench[k]
@@ -213,6 +201,16 @@ def spin(problem: Problem, truth: TrueBody, w0: np.ndarray, *, duration: float =
     t = np.arange(n) * dt_sample
     clean = WrenchPoseSeries(t, wrench[:, :3], wrench[:, 3:], poses[:, :3], poses[:, 3:], velocity)
     return _measured(clean, noise, rng), clean
+
+
+def _observe(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> tuple[np.ndarray, np.ndarray]:
+    """The body's pose and its free-joint velocity (the frame origin's world velocity, the
+    body-frame angular velocity) in the current state."""
+    mujoco.mj_forward(model, data)       # after mj_step, xpos and friends describe the state before it
+    spatial = np.zeros(6)
+    mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, body, spatial, 0)
+    velocity = np.concatenate([spatial[3:], data.xmat[body].reshape(3, 3).T @ spatial[:3]])
+    return np.concatenate([data.xpos[body], data.xquat[body]]), velocity
 
 
 def _measured(clean: WrenchPoseSeries, noise: SensorNoise | None, rng: np.random.Generator) -> WrenchPoseSeries:
