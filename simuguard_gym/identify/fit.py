@@ -38,7 +38,9 @@ def identify(series: WrenchPoseSeries, problem: Problem,
     one or several (the fit with the lowest final loss wins): ``"prior"`` the prior's theta0
     (RigPI), ``"least_squares"`` the baseline where it lies in C, ``"high"`` half-way (in log
     scale) from theta0 to C's upper bound. Several starts matter with contacts: a body sliding on
-    a support gives a rough loss on which one start can stall.
+    a support gives a rough loss on which one start can stall. ``window_s``: the shooting
+    windows; by default 0.25 s for a free body, refitted in 0.5 s windows where nothing
+    frictional is simulated, and 0.5 s on a joint; a value given is used as it is.
 
     Example:
         >>> from simuguard_gym.identify import Problem, Shape, identify, GeometryPrior

@@ -386,8 +386,8 @@ def refine(shoot: Shooting, method: str = "lm", max_iter: int = 60,
             history.append(float(2 * trace[-1].objective))
             if progress:
                 progress(len(history), history[-1])
-            # the loss is chi-square over the weighted pose errors: once two steps in a row
-            # gain less than CONVERGED_CHI2 of it, theta moves by a negligible part of its
+            # the loss times the number of weighted pose errors is chi-square: once two steps in
+            # a row gain less than CONVERGED_CHI2 of it, theta moves by a negligible part of its
             # standard error, however far the step tolerance still is
             gains = [2 * t.reduction * shoot.n_pose_samples for t in trace[-2:]]
             if len(gains) == 2 and max(gains) < CONVERGED_CHI2:
