@@ -18,9 +18,24 @@ from simuguard_gym.identify.shapes import Shape, mass_properties
 _GEOM_TYPES = {"box": mujoco.mjtGeom.mjGEOM_BOX, "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
                "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER, "ellipsoid": mujoco.mjtGeom.mjGEOM_ELLIPSOID,
                "mesh": mujoco.mjtGeom.mjGEOM_MESH}
-_INTEGRATORS = {"Euler": mujoco.mjtIntegrator.mjINT_EULER, "RK4": mujoco.mjtIntegrator.mjINT_RK4,
-                "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
-                "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
+INTEGRATORS = {"Euler": mujoco.mjtIntegrator.mjINT_EULER, "RK4": mujoco.mjtIntegrator.mjINT_RK4,
+               "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+               "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
+
+
+def add_shape(spec: mujoco.MjSpec, body: mujoco.MjsBody, shape: Shape, name: str, contact: bool) -> mujoco.MjsGeom:
+    """One massless geom of ``shape`` on ``body`` (its mesh added to ``spec`` as ``name``): the
+    body's inertia is set explicitly, the geom is for contacts."""
+    if shape.kind == "mesh":
+        mesh = spec.add_mesh(name=name)
+        mesh.uservert = np.asarray(shape.vertices, float).ravel().tolist()
+        mesh.userface = np.asarray(shape.faces, int).ravel().tolist()
+    g = body.add_geom(type=_GEOM_TYPES[shape.kind], size=_geom_size(shape), pos=list(shape.pos),
+                      quat=list(shape.quat), contype=int(contact), conaffinity=int(contact), condim=3,
+                      mass=0, density=0)
+    if shape.kind == "mesh":
+        g.meshname = name
+    return g
 
 
 def _geom_size(shape: Shape) -> list[float]:
@@ -55,7 +70,7 @@ def build_model(problem: Problem, first_pose: np.ndarray, timestep: float) -> mu
     world.add_site(name="world_axes")
     contact = problem.support is not None or bool(problem.static_geoms)
     if problem.integrator is not None:
-        spec.option.integrator = _INTEGRATORS[problem.integrator]
+        spec.option.integrator = INTEGRATORS[problem.integrator]
     elif not contact and problem.joint is None:
         # A free body's rotation is smooth, and its gyroscopic term grows with the spin squared:
         # the default semi-implicit Euler at the data's 2 ms step biases the inertia by 20 % on a
@@ -90,15 +105,7 @@ def build_model(problem: Problem, first_pose: np.ndarray, timestep: float) -> mu
         act = spec.add_actuator(trntype=mujoco.mjtTrn.mjTRN_JOINT, target="joint")
         act.gear = [1.0, 0, 0, 0, 0, 0]
     for k, shape in enumerate(problem.shapes):
-        if shape.kind == "mesh":
-            mesh = spec.add_mesh(name=f"shape{k}")
-            mesh.uservert = np.asarray(shape.vertices, float).ravel().tolist()
-            mesh.userface = np.asarray(shape.faces, int).ravel().tolist()
-        g = body.add_geom(type=_GEOM_TYPES[shape.kind], size=_geom_size(shape), pos=list(shape.pos),
-                          quat=list(shape.quat), contype=int(contact), conaffinity=int(contact), condim=3,
-                          mass=0, density=0)
-        if shape.kind == "mesh":
-            g.meshname = f"shape{k}"
+        add_shape(spec, body, shape, f"shape{k}", contact)
     if problem.support is not None:
         plane = world.add_geom(name="support", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1],
                                pos=[0, 0, problem.support.height], condim=3)

@@ -19,7 +19,7 @@ from simuguard_gym.identify import pose
 from simuguard_gym.identify.inertia import principal
 from simuguard_gym.identify.problem import Problem
 from simuguard_gym.identify.series import WrenchPoseSeries
-from simuguard_gym.identify.simulation.candidate import _GEOM_TYPES, _geom_size
+from simuguard_gym.identify.simulation.candidate import INTEGRATORS, add_shape
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,8 @@ def _truth_model(problem: Problem, truth: TrueBody, timestep: float) -> mujoco.M
         j = body.add_joint(name="joint", type=kind, axis=list(problem.joint.axis), pos=list(problem.joint.anchor))
         j.frictionloss = truth.joint_friction
         j.solref_friction = [2 * timestep, 1.0]
-    for shape in problem.shapes:
-        g = body.add_geom(type=_GEOM_TYPES[shape.kind], size=_geom_size(shape), pos=list(shape.pos),
-                          quat=list(shape.quat), contype=int(contact), conaffinity=int(contact), condim=3,
-                          mass=0, density=0)
-        g.friction = [truth.mu, 0.005, 0.0001]
+    for k, shape in enumerate(problem.shapes):
+        add_shape(spec, body, shape, f"shape{k}", contact).friction = [truth.mu, 0.005, 0.0001]
     body.add_site(name="wrench_point", pos=list(problem.point))
     for i in range(6):
         act = spec.add_actuator(trntype=mujoco.mjtTrn.mjTRN_SITE, target="wrench_point", refsite="world_axes")
@@ -176,16 +173,17 @@ def synthesise(problem: Problem, truth: TrueBody, *, duration: float = 3.0, seed
 
 
 def spin(problem: Problem, truth: TrueBody, w0: np.ndarray, *, duration: float = 1.0, seed: int = 0,
-         dt_truth: float = 0.0005, dt_sample: float = 0.002, noise: SensorNoise | None = None
-         ) -> tuple[WrenchPoseSeries, WrenchPoseSeries]:
+         dt_truth: float = 0.0005, dt_sample: float = 0.002, noise: SensorNoise | None = None,
+         integrator: str = "RK4") -> tuple[WrenchPoseSeries, WrenchPoseSeries]:
     """(measured, clean) series of a free body spinning from ``w0`` (rad/s, body frame), held
     up against gravity by a force at the wrench point, under a random wrench (0.3 N, 3 mN m);
-    the truth integrated with RK4 at ``dt_truth``. Noise-free unless ``noise`` is given."""
+    the truth integrated at ``dt_truth`` with ``integrator`` (MJCF's name for it: one of ``Problem``'s integrators).
+    Noise-free unless ``noise`` is given."""
     if problem.joint is not None or problem.support is not None:
         raise ValueError("spin() drives a free body")
     rng = np.random.default_rng(seed)
     model = _truth_model(problem, truth, dt_truth)
-    model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    model.opt.integrator = INTEGRATORS[integrator]
     data = mujoco.MjData(model)
     data.qpos[:3] = [0, 0, 0.3]
     data.qvel[3:] = w0
