@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.identify import newton_euler
+from simuguard_gym.identify import kinematics, newton_euler
 from simuguard_gym.identify.prior import GeometryPrior, Prior
 from simuguard_gym.identify.problem import Problem
 from simuguard_gym.identify.result import IdentificationResult
@@ -89,7 +89,7 @@ def identify(series: WrenchPoseSeries, problem: Problem,
 
     def run(start: Prior, window: float = window) -> Any:
         shoot = Shooting(problem, start, series, free=identified, window_s=window,
-                         pose_noise=pose_noise, substeps=substeps or _substeps(problem, series.dt),
+                         pose_noise=pose_noise, substeps=substeps or _substeps(problem, series),
                          fit_starts=series.velocity is None, nthread=nthread)
         try:
             return refine(shoot, method, max_iter, progress), shoot
@@ -235,10 +235,18 @@ def _window(problem: Problem) -> float:
     return 0.25 if problem.joint is None else 0.5
 
 
-def _substeps(problem: Problem, dt: float) -> int:
+def _substeps(problem: Problem, series: WrenchPoseSeries) -> int:
     """Model steps per sample: at most 1 ms where dry friction or contacts are simulated (their
-    regularised response at 2 ms biased friction by a few percent), else the sample step."""
-    return max(1, int(np.ceil(dt / 0.001 - 1e-9))) if _frictional(problem) else 1
+    regularised response at 2 ms biased friction by a few percent); for a free body integrated by
+    RK4, as many as keep its turn per step within what this MuJoCo's RK4 follows; else one."""
+    from simuguard_gym.identify.simulation.candidate import RK4_TURN_PER_STEP
+
+    if _frictional(problem):
+        return max(1, int(np.ceil(series.dt / 0.001 - 1e-9)))
+    if RK4_TURN_PER_STEP is None or problem.integrator not in (None, "RK4"):
+        return 1
+    turn = kinematics.turn_per_sample(series.quaternion)
+    return max(1, int(np.ceil(turn / RK4_TURN_PER_STEP - 1e-9)))
 
 
 def _frictional(problem: Problem) -> bool:

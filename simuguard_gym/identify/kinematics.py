@@ -75,17 +75,23 @@ def of_poses(position: np.ndarray, quaternion: np.ndarray, dt: float, window: in
 
 def rotation_window(quaternion: np.ndarray, dt: float) -> int:
     """The longest odd window (samples, at least 5) across which the body turns at most
-    :data:`WINDOW_ROTATION` at its fast end (the 99th percentile of its speed). The speed is
-    the turn over 4 samples, so that pose noise (a few mrad a sample) does not read as motion."""
-    span = 4
-    if len(quaternion) <= span:
-        return 1 << 30
-    step = pose.rotation_vector(pose.multiply(pose.conjugate(quaternion[:-span]), quaternion[span:]))
-    turn = float(np.percentile(np.linalg.norm(step, axis=1), 99)) / span
+    :data:`WINDOW_ROTATION` at its fast end (:func:`turn_per_sample`)."""
+    turn = turn_per_sample(quaternion)
     if turn <= 0:
         return 1 << 30
     n = int(min(WINDOW_ROTATION / turn, 1 << 30))
     return max(5, n if n % 2 else n - 1)
+
+
+def turn_per_sample(quaternion: np.ndarray) -> float:
+    """How far the body turns in one sample at its fast end (the 99th percentile), in radians,
+    read over 4 samples so that pose noise (a few mrad a sample) does not count as motion."""
+    span = 4
+    if len(quaternion) <= span:
+        return 0.0
+    quaternion = pose.continuous(quaternion)
+    step = pose.rotation_vector(pose.multiply(pose.conjugate(quaternion[:-span]), quaternion[span:]))
+    return float(np.percentile(np.linalg.norm(step, axis=1), 99)) / span
 
 
 def joint_coordinate(position: np.ndarray, quaternion: np.ndarray, kind: str, axis: np.ndarray) -> np.ndarray:
