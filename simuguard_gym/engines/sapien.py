@@ -35,6 +35,7 @@ from simuguard_gym.engines.sapien_contacts import SapienContacts, compiled_gathe
 from simuguard_gym.engines.sapien_interventions import SapienInterventions
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.hooks import SubstepHooks
+from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 from simuguard_gym.physics.vector_math import rotate
@@ -242,6 +243,18 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
             local = np.asarray(vertices, np.float64) * np.asarray(shape.scale, np.float64)
             out.append((body, rotate(np.asarray(pose.q, np.float64), local) + np.asarray(pose.p, np.float64)))
         return out
+
+    def piece_shapes(self) -> PieceShapes:
+        """Each piece as PhysX holds it (see :class:`~simuguard_gym.physics.piece_shapes.PieceShapes`)."""
+        return sapien_geometry.piece_shapes(self._shapes)
+
+    def contact_settings(self) -> dict[str, Any]:
+        """The PhysX scene flags contact generation reads (PCM, enhanced determinism, ...)."""
+        config = self._system.config
+        return {"enable_pcm": bool(config.enable_pcm), "enable_tgs": bool(config.enable_tgs),
+                "enable_ccd": bool(config.enable_ccd), "enable_enhanced_determinism": bool(config.enable_enhanced_determinism),
+                "enable_friction_every_iteration": bool(config.enable_friction_every_iteration),
+                "bounce_threshold": float(config.bounce_threshold)}
 
     @property
     def piece_bodies(self) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import sapien.physx as physx
 
 from simuguard_gym.identify.pose import multiply
+from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 
 #: PhysX puts capsules and cylinders along x and a plane's normal along x; the viewer's parts
@@ -60,3 +61,29 @@ def contact_points_now(scene: Any, index: dict[Any, int]) -> ContactPointsNow:
         return ContactPointsNow.empty()
     return ContactPointsNow(np.asarray(positions, np.float64), np.asarray(normals, np.float64),
                             np.asarray(depths, np.float64), np.asarray(bodies, np.int64))
+
+
+def piece_shapes(shapes: Sequence[Any]) -> PieceShapes:
+    """Kind, size, local pose and offsets of each collision shape, in PhysX's own conventions."""
+    kinds, sizes, poses, contact, rest = [], np.zeros((len(shapes), 3)), np.zeros((len(shapes), 7)), [], []
+    for i, shape in enumerate(shapes):
+        pose = shape.local_pose
+        poses[i] = np.concatenate([pose.p, pose.q])
+        contact.append(float(shape.contact_offset))
+        rest.append(float(shape.rest_offset))
+        if isinstance(shape, physx.PhysxCollisionShapeConvexMesh):
+            kinds.append("convex")
+        elif isinstance(shape, physx.PhysxCollisionShapeBox):
+            kinds.append("box")
+            sizes[i] = shape.half_size
+        elif isinstance(shape, physx.PhysxCollisionShapeSphere):
+            kinds.append("sphere")
+            sizes[i, 0] = shape.radius
+        elif isinstance(shape, (physx.PhysxCollisionShapeCapsule, physx.PhysxCollisionShapeCylinder)):
+            kinds.append("capsule" if isinstance(shape, physx.PhysxCollisionShapeCapsule) else "cylinder")
+            sizes[i, :2] = shape.radius, shape.half_length
+        elif isinstance(shape, physx.PhysxCollisionShapePlane):
+            kinds.append("plane")
+        else:
+            kinds.append("other")
+    return PieceShapes(tuple(kinds), sizes, poses, np.array(contact), np.array(rest))

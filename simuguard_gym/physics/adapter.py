@@ -31,6 +31,7 @@ from simuguard_gym.physics.camera import Camera
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import SubstepHooks
 from simuguard_gym.physics.parameters import ParameterValue
+from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.physics.state import SpeedBound, StateComponent, StateRows
 
@@ -230,6 +231,18 @@ class HasConvexPieces(Protocol):
 
     def body_poses(self) -> np.ndarray:
         """Every body's pose now (n, 7)."""
+
+
+@runtime_checkable
+class HasPieceShapes(Protocol):
+    """An engine whose onset pairs can be rebuilt alone (SAPIEN/PhysX, ``simuguard trace``): what
+    each piece is to the engine, and the scene settings contact generation depends on."""
+
+    def piece_shapes(self) -> PieceShapes:
+        """Each collision piece's kind, size, frame in its body and contact/rest offsets."""
+
+    def contact_settings(self) -> dict[str, Any]:
+        """The scene's settings that contact generation reads (plain values, for a header)."""
 
 
 @runtime_checkable

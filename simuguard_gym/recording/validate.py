@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.recording.format import ALL_COLUMNS, SUBSTEP_COLUMNS, CorruptRecordingError, decode_array
 
 _REQUIRED = ("engine", "substep_dt", "bodies", "tracked", "state_layout", "initial_state", "initial_body_pose",
@@ -109,6 +110,7 @@ def check_header(path: Any, header: dict[str, Any], offset: int) -> Shape:
             raise _fail(path, "header", offset, f"{key} must be a positive integer")
     _check_scene(path, header, offset)
     pieces = _check_pieces(path, header.get("collision_pieces"), offset, nbody)
+    _check_piece_shapes(path, header.get("piece_shapes"), offset, pieces)
     return Shape(nbody, ntrack, at, np.array(sizes, np.int64), pieces, tuple(tracked))
 
 
@@ -153,6 +155,18 @@ def _check_pieces(path: Any, pieces: Any, offset: int, nbody: int) -> int | None
     if offsets[0] != 0 or offsets[-1] != nvertex or (np.diff(offsets) < 0).any():
         raise _fail(path, "header", offset, f"collision_pieces offsets must rise from 0 to the {nvertex} vertices")
     return npiece
+
+
+def _check_piece_shapes(path: Any, shapes: Any, offset: int, npiece: int | None) -> None:
+    """``piece_shapes`` (``PieceShapes.to_dict``), where present, describes the collision pieces."""
+    if shapes is None:
+        return
+    try:
+        found = PieceShapes.from_dict(shapes) if isinstance(shapes, dict) else None
+    except ValueError as error:
+        raise _fail(path, "header", offset, str(error)) from None
+    if found is None or npiece is None or len(found) != npiece:
+        raise _fail(path, "header", offset, f"piece_shapes must describe the {npiece} collision pieces")
 
 
 def check_chunk(path: Any, payload: dict[str, Any], shape: Shape, index: int, first: int, offset: int

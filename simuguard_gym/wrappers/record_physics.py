@@ -15,7 +15,7 @@ import numpy as np
 from simuguard_gym import __version__
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.adapter import HasPieceShapes, PhysicsAdapter
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, header_for
@@ -182,6 +182,9 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         pieces = CollisionPieces.of_scene(self.adapter)
         if pieces is not None:  # for the false-contact check of offline detection
             header["collision_pieces"] = pieces.to_dict()
+        if isinstance(self.adapter, HasPieceShapes):  # for `simuguard trace` to rebuild an onset pair
+            header["piece_shapes"] = self.adapter.piece_shapes().to_dict()
+            header["contact_settings"] = self.adapter.contact_settings()
         for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's detector config
             header.update(annotator.recording_header())
         if self._next_name is not None:
