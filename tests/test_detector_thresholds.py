@@ -345,3 +345,39 @@ def test_carrier_speed_through_the_peak():
     assert event["carrier"]["speed"] == pytest.approx(0.8) and not event["carrier"]["kept"]
     (paper,) = ep.detect(DetectorConfig.paper()).events
     assert paper["carrier"]["speed"] == pytest.approx(0.4) and paper["carrier"]["kept"]
+
+
+@pytest.mark.parametrize("batches", [None, [1] * 40, [7, 33]])
+def test_a_deep_report_between_pieces_apart_labels_its_flag_whatever_the_batching(batches):
+    """Deep-penetration flags get the false-contact check (not only events): two cubes 6 mm apart
+    reported 12 mm deep (a real 8 mm overlap of the same pieces later stays real)."""
+    from simuguard_gym.detection.false_contact import CollisionPieces
+
+    cube = np.array([[x, y, z] for x in (-.01, .01) for y in (-.01, .01) for z in (-.01, .01)])
+    table = BodyTable(("floor", "can"), ("static", "dynamic"), ("scene", "object"), np.array([0.0, 0.01]))
+    pieces = CollisionPieces.from_adapter([(0, cube), (1, cube)], np.array([0, 1]),
+                                          np.array([[0, 0, 0, 1, 0, 0, 0.]] * 2), table.kinds)
+    n = 40
+    pose = np.zeros((n, 1, 7))
+    pose[:, 0, 3] = 1.0
+    pose[:, 0, 2] = 0.026  # 6 mm above the floor cube
+    pose[25:, 0, 2] = 0.012  # from substep 26 on, 8 mm into it
+    counts = np.zeros(n, np.int64)
+    counts[[10, 30]] = 1
+    depth = np.array([0.012, 0.008], np.float32)
+    contacts = ContactPairs(counts=counts, bodies=np.array([[0, 1]] * 2, np.int32), depth=depth,
+                            force=np.zeros((2, 3), np.float32), abs_force=np.ones(2, np.float32),
+                            points=np.ones(2, np.uint16), pieces=np.array([[0, 1]] * 2, np.int32),
+                            normal=np.array([[0, 0, 1]] * 2, np.float32), speed=np.zeros((2, 2), np.float32))
+    detector = ArtifactDetector(table, np.array([1]), 0.002, pieces=pieces, initial_pose=pose[0])
+    lo = 0
+    for size in batches or [n]:
+        part = slice(lo, lo + size)
+        a, b = counts[:lo].sum(), counts[:lo + size].sum()
+        detector.feed(pose[part], np.zeros((size, 1, 6)), ContactPairs(counts=counts[part], **{
+            f: getattr(contacts, f)[a:b] for f in ContactPairs.COLUMNS}))
+        lo += size
+    (flag,) = detector.flags
+    assert flag["false_contact"] == {"checked": 1, "false": 1}  # the 8 mm report is not deeper: not checked
+    assert flag["contact"]["substep"] == 10
+    assert flag["contact"]["false_contact"]["true_gap"] == pytest.approx(0.006, abs=1e-5)

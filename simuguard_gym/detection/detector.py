@@ -24,6 +24,8 @@ from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 
 _NEVER = np.iinfo(np.int64).min // 4
+#: The false-contact checks a deep-penetration flag gets at most (see ``ArtifactDetector._label``).
+MAX_FLAG_CHECKS = 16
 
 
 @dataclass
@@ -202,6 +204,8 @@ class ArtifactDetector:
             return []
         if self.open_candidates:
             raise ValueError("feed_quiet with a candidate open: its event may examine these contacts")
+        if self.pieces is not None and (points.depth > self.config.max_penetration).any():
+            raise ValueError("feed_quiet with a deep contact: its false-contact check needs the pieces")
         sub = self.substeps + np.repeat(np.arange(n, dtype=np.int64), points.counts)
         return self._advance(pose, vel, _Points(sub, points.bodies.astype(np.int64), points.depth), keep_pairs=False)
 
@@ -447,6 +451,8 @@ class ArtifactDetector:
                 flag = self._flags.setdefault(("deep_penetration", a, b), {
                     "kind": "deep_penetration", "bodies": [names[a], names[b]], "body_ids": [a, b],
                     "first_substep": int(pairs.sub[rows[0]]), "max_depth": 0.0, "substeps": 0})
+                if self.pieces is not None and isinstance(pairs, _Pairs):
+                    self._label(flag, pairs, rows, pose, first)
                 flag["max_depth"] = max(flag["max_depth"], float(pairs.depth[rows].max()))
                 flag["substeps"] += int(len(np.unique(pairs.sub[rows])))
         finite = np.isfinite(pose).all(axis=2) & np.isfinite(vel).all(axis=2)
@@ -461,6 +467,32 @@ class ArtifactDetector:
             fast = speed[rows, col][np.isfinite(speed[rows, col])]
             flag["max_speed"] = max(flag["max_speed"], float(fast.max(initial=0.0)))
             flag["substeps"] += int(len(rows))
+
+    def _label(self, flag: dict[str, Any], pairs: _Pairs, rows: np.ndarray, pose: np.ndarray, first: int) -> None:
+        """The false-contact check of a deep-penetration flag's reports: the first, and each one
+        deeper than all before it (at most ``MAX_FLAG_CHECKS``), in substep order, so that the
+        label does not depend on how substeps were batched. ``contact`` is the deepest checked."""
+        for row in rows.tolist():
+            checked = flag.setdefault("false_contact", {"checked": 0, "false": 0})
+            depth = float(pairs.depth[row])
+            if checked["checked"] >= MAX_FLAG_CHECKS or (checked["checked"] and depth <= flag["contact"]["depth"]):
+                continue
+            sub = int(pairs.sub[row])
+            a, b = (int(x) for x in pairs.bodies[row])
+            poses = {}
+            for body in (a, b):
+                col = int(self._col[body])
+                if col < 0:
+                    continue
+                at = pose[sub - 1 - first, col] if sub - 1 >= first else np.concatenate(
+                    [self._pos[sub - 1 - self._h0, col], self._quat[sub - 1 - self._h0, col]])
+                poses[body] = at
+            contact = {"substep": sub, "depth": depth, "pieces": [int(x) for x in pairs.pieces[row]],
+                       "normal": [float(x) for x in pairs.normal[row]]}
+            contact["false_contact"] = check_contact(self.pieces, contact, poses)
+            checked["checked"] += 1
+            checked["false"] += bool(contact["false_contact"] and contact["false_contact"]["false_contact"])
+            flag["contact"] = contact
 
     # ------------------------------------------------------------------ history
     def _trim(self) -> None:
