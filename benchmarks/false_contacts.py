@@ -1,6 +1,6 @@
 """How often PhysX 5.3.1 reports a false contact between the can-and-basket pieces, and how often
 the repaired copy (``simuguard repair-physx``) does: random sweeps of one can piece past one
-basket piece (``physx_gjk_probe.survey``: the pieces of envs/can_basket_geometry.py, a placed
+basket piece (``gjk_probe.survey``: the pieces of envs/can_basket_geometry.py, a placed
 can's speeds), the same sweeps on both engines, each in its own subprocess.
 
 A false report is a contact reported at least 0.1 mm deep between pieces that are apart (their

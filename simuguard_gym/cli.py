@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import subprocess
 import sys
 import time
 from typing import Any, Sequence
@@ -49,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON report per line instead of text")
     p.add_argument("--allow-partial", action="store_true", help="also read the complete chunks of truncated files")
     p.set_defaults(run=_detect)
+
+    p = sub.add_parser("trace", help="follow a reported contact of a PhysX recording out of its scene: its two "
+                       "pieces rebuilt alone, moved through their recorded poses in the stock and the repaired engine "
+                       "(SimuGuard D.1); MuJoCo recordings: the geoms' true distance")
+    p.add_argument("file", help="a recording (.msgpack)")
+    p.add_argument("--event", type=int, metavar="K", help="trace only the K-th traceable contact (events first, then "
+                   "deep-penetration flags; default: all)")
+    p.add_argument("--history", type=int, metavar="N", help="substeps of history before the contact (default: all "
+                   "since the episode began)")
+    p.add_argument("--repaired", metavar="DIR", help="a repaired SAPIEN (`simuguard repair-physx --out DIR`); written "
+                   "there if missing (default: a copy kept in the user's cache)")
+    p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
+    p.set_defaults(run=_trace)
 
     p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file from its replay: collision "
                        "geometry, every body's pose, contact points and normals, speeds, the onset and events on a "
@@ -103,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", help="a directory of recordings (an audit's or the demo's --out)")
     p.add_argument("--vs", dest="versus", help="a second directory: paired comparison on shared (task, seed)")
     p.add_argument("--out", help="where to write report.csv/json (default: the directory)")
+    p.add_argument("--no-trace", action="store_true", help="do not trace the PhysX artifacts that have no trace "
+                   "yet (`simuguard trace`, a few seconds each; their verdicts go in the HTML report)")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
@@ -499,12 +515,62 @@ def describe_report(report: Any) -> str:
             + f": {verdict}")
     for f in report.flags:
         if f["kind"] == "deep_penetration":
+            check = (f.get("contact") or {}).get("false_contact") or {}
+            label = (f"; false contact: pieces {1000 * check['true_gap']:.1f} mm apart at substep {f['contact']['substep']}"
+                     if check.get("false_contact") else "")
             lines.append(f"  flag: {f['bodies'][0]} / {f['bodies'][1]} {f['max_depth'] * 1000:.1f} mm deep "
-                         f"from substep {f['first_substep']} ({f['substeps']} substeps)")
+                         f"from substep {f['first_substep']} ({f['substeps']} substeps){label}")
         else:
             lines.append(f"  flag: {f['body']} {'non-finite' if f['non_finite'] else 'absurd'} state from substep "
                          f"{f['first_substep']} (peak {f['max_speed']:.1f} m/s)")
     return "\n".join(lines)
+
+
+def _trace(args: argparse.Namespace) -> int:
+    import json
+
+    from simuguard_gym.trace import save_traces, trace
+
+    if args.history is not None and args.history < 1:
+        raise ValueError(f"--history must be at least 1 substep, got {args.history}")
+    try:
+        results = trace(args.file, args.event, history=args.history, repaired=args.repaired)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:  # the engines' runs, the repair
+        print(f"simuguard trace: error: {error}", file=sys.stderr)
+        return EXIT_DIVERGED
+    for result in results:
+        print(json.dumps(result.to_dict()) if args.json else result.line())
+    if not results and not args.json:
+        print(f"{args.file}: no event or deep-penetration flag to trace")
+    if args.event is None and args.history is None:  # the whole trace: the HTML report shows it
+        written = save_traces(args.file, results)
+        if not args.json:
+            print(f"wrote {written}")
+    return EXIT_OK
+
+
+def trace_artifacts(files: list[Any]) -> list[str]:
+    """Trace every PhysX recording of ``files`` with a contact artifact and no trace beside it
+    (see :func:`_report`); returns a line per recording that could not be traced."""
+    from simuguard_gym.detection import detect
+    from simuguard_gym.scoring.report import trace_of
+    from simuguard_gym.trace import save_traces, trace
+
+    problems = []
+    for path in files:
+        if trace_of(path) is not None:
+            continue
+        try:
+            rec = load_recording(path, allow_partial=True)
+            if rec.header.get("engine") != "sapien-physx" or not rec.substeps:
+                continue
+            events = ((rec.footer or {}).get("detector") or {}).get("events")
+            if not any(e.get("artifact") for e in (events if events is not None else detect(rec).events)):
+                continue
+            save_traces(path, trace(rec))
+        except (RecordingError, RuntimeError, OSError, ValueError, subprocess.SubprocessError) as error:
+            problems.append(f"{path}: not traced: {error}")
+    return problems
 
 
 def _view(args: argparse.Namespace) -> int:
@@ -588,6 +654,9 @@ def _report(args: argparse.Namespace) -> int:
     out = Path(args.out or args.directory)
     for path in write_report(rows, out, paired, skipped):
         print(f"wrote {path}")
+    if not args.no_trace:  # each PhysX artifact's verdict in the HTML report
+        for problem in trace_artifacts(sorted(Path(args.directory).glob("*.msgpack"))):
+            print(f"simuguard report: {problem}", file=sys.stderr)
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 

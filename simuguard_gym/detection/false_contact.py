@@ -24,7 +24,7 @@ from simuguard_gym.physics.adapter import HasConvexPieces
 GAP_TOLERANCE = 1e-4
 
 
-def _directions(n: int) -> np.ndarray:
+def sphere_directions(n: int) -> np.ndarray:
     """``n`` nearly uniform unit vectors (Fibonacci sphere)."""
     i = np.arange(n) + 0.5
     z = 1 - 2 * i / n
@@ -33,7 +33,7 @@ def _directions(n: int) -> np.ndarray:
     return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
-_SPHERE = _directions(4000)
+_SPHERE = sphere_directions(4000)
 
 
 def signed_gap(a: np.ndarray, b: np.ndarray, hint: np.ndarray | None = None) -> float:

@@ -52,3 +52,42 @@ def contact_points_now(model: mujoco.MjModel, data: mujoco.MjData) -> ContactPoi
     geoms = np.stack([contact.geom1[:n], contact.geom2[:n]], axis=1)
     return ContactPointsNow(np.array(contact.pos[:n], np.float64), np.array(contact.frame[:n, :3], np.float64),
                             -np.array(contact.dist[:n], np.float64), model.geom_bodyid[geoms].astype(np.int64))
+
+
+def geom_distance(model: mujoco.MjModel, geoms: tuple[int, int], body_poses: dict[int, np.ndarray],
+                  distmax: float = 1.0) -> tuple[float, np.ndarray]:
+    """MuJoCo's own distance (``mj_geomDistance``) between two geoms whose bodies are at the given
+    poses (position, quaternion w x y z, by MuJoCo body id; bodies welded to the world may be
+    left out: their pose is the model's); negative when they overlap. Returns the distance and
+    the segment (from, to) between the nearest points."""
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)  # the poses of bodies welded to the world
+    for g in geoms:
+        body = int(model.geom_bodyid[g])
+        if body in body_poses:
+            pose = np.asarray(body_poses[body], np.float64)
+            position, quaternion = pose[:3], pose[3:] / np.linalg.norm(pose[3:])
+        else:
+            position, quaternion = data.xpos[body].copy(), data.xquat[body].copy()
+        offset, turn = np.zeros(3), np.zeros(4)
+        mujoco.mju_rotVecQuat(offset, model.geom_pos[g], quaternion)
+        mujoco.mju_mulQuat(turn, quaternion, model.geom_quat[g])
+        data.geom_xpos[g] = position + offset
+        matrix = np.zeros(9)
+        mujoco.mju_quat2Mat(matrix, turn)
+        data.geom_xmat[g] = matrix
+    fromto = np.zeros(6)
+    distance = mujoco.mj_geomDistance(model, data, int(geoms[0]), int(geoms[1]), distmax, fromto)
+    return float(distance), fromto.reshape(2, 3)
+
+
+def model_from_bytes(mjb: bytes) -> mujoco.MjModel:
+    """A model from the MJB bytes a recording stored (``RecordPhysics(store_model=True)``)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "model.mjb")
+        with open(path, "wb") as file:
+            file.write(mjb)
+        return mujoco.MjModel.from_binary_path(path)

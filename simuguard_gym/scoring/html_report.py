@@ -204,10 +204,10 @@ def _video_link(recording: Path, out: Path, reason: str | None) -> str:
 def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out: Path, no_video: dict[str, str]) -> str:
     """One row per recording: what happened, what the rerun and the false-contact check said, its
     figure, video and .rrd where they exist, and the commands that replay, rerun, view and film it."""
-    from simuguard_gym.scoring.report import rerun_of
+    from simuguard_gym.scoring.report import rerun_of, trace_of
 
     head = ("<tr><th>episode</th><th>seed</th><th>outcome</th><th>flagged</th><th>events</th><th>rerun</th>"
-            "<th>false contact</th><th>links</th><th>commands</th></tr>")
+            "<th>false contact</th><th>trace</th><th>links</th><th>commands</th></tr>")
     body = []
     for path, rec, events, flags, figure in episodes:
         footer = rec.footer or {}
@@ -228,6 +228,12 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
             (f"false: {1000 * c['reported_depth']:.1f} mm reported, {1000 * c['true_gap']:.1f} mm apart"
              if c.get("false_contact") else f"real overlap ({1000 * c['reported_depth']:.1f} mm)")
             for c in checks if c) or "-"
+        count = false_contact_count(events, flags)
+        if count:
+            false_contact += f" ({count} false contact{'s' if count > 1 else ''} in the episode)"
+        onsets = {(e.get("contact") or {}).get("substep") for e in artifacts}
+        traced = [t for t in trace_of(path) or [] if t.get("substep") in onsets and str(t.get("target", "")).startswith("event")]
+        trace = "; ".join(f"substep {t['substep']}: {t['verdict']}" for t in traced) or "-"
         links = []
         if figure is not None:
             links.append(f'<a href="#artifact_{figure:03d}">plot</a>')
@@ -243,10 +249,28 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
         outcome = "success" if success else "failure" if success is not None else "unscored"
         body.append(f"<tr><td>{html.escape(rel)}</td><td>{html.escape(str(rec.header.get('seed')))}</td>"
                     f"<td>{outcome}</td><td>{'yes' if artifacts else 'no'}</td><td>{html.escape(summary) or '-'}</td>"
-                    f"<td>{html.escape(verdict)}</td><td>{html.escape(false_contact)}</td><td>{' '.join(links) or '-'}</td>"
+                    f"<td>{html.escape(verdict)}</td><td>{html.escape(false_contact)}</td><td>{html.escape(trace)}</td>"
+                    f"<td>{' '.join(links) or '-'}</td>"
                     f"<td class=\"commands\">{commands}</td></tr>")
     return (f'<h2 id="episodes">Episodes</h2><table class="episodes"><thead>{head}</thead>'
             f'<tbody>{"".join(body)}</tbody></table>') if body else ""
+
+
+def false_contact_count(events: list[dict[str, Any]], flags: list[dict[str, Any]]) -> int:
+    """The false contacts of an episode: events whose onset contact is one, and deep-penetration
+    flags with one among their checked reports that no such event already counts."""
+    seen = set()
+    for event in events:
+        contact = event.get("contact") or {}
+        if (contact.get("false_contact") or {}).get("false_contact"):
+            seen.add((contact["substep"], tuple(contact["pieces"])))
+    count = len(seen)
+    for flag in flags:
+        contact = flag.get("contact") or {}
+        if (flag.get("false_contact") or {}).get("false") and (contact.get("substep"), tuple(contact.get("pieces", ()))) \
+                not in seen:
+            count += 1
+    return count
 
 
 def _manifest(directory: Path) -> str:

@@ -21,6 +21,8 @@ from simuguard_gym.scoring.estimates import Episode, Scores, score_by_task
 from simuguard_gym.scoring.paired import PairedComparison, compare
 
 RERUN_SUFFIX = ".rerun.json"
+#: Where `simuguard trace` writes its results beside a recording (a JSON list, one per traced contact).
+TRACE_SUFFIX = ".trace.json"
 
 
 def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = None) -> list[Episode]:
@@ -53,7 +55,12 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
 def write_rerun(recording: str | os.PathLike[str], result: dict[str, Any]) -> Path:
     """Write a rerun's result beside its recording, atomically: a process killed meanwhile leaves
     either no result (the rerun is redone on resume) or the whole of it, never half a file."""
-    path = Path(str(recording) + RERUN_SUFFIX)
+    return write_side_file(recording, RERUN_SUFFIX, result)
+
+
+def write_side_file(recording: str | os.PathLike[str], suffix: str, result: Any) -> Path:
+    """Write JSON beside a recording atomically (see :func:`write_rerun`)."""
+    path = Path(str(recording) + suffix)
     partial = path.with_name(path.name + ".partial")
     with open(partial, "w") as f:
         json.dump(result, f)
@@ -61,6 +68,15 @@ def write_rerun(recording: str | os.PathLike[str], result: dict[str, Any]) -> Pa
         os.fsync(f.fileno())
     os.replace(partial, path)
     return path
+
+
+def trace_of(path: Path) -> list[dict[str, Any]] | None:
+    """The trace results written beside a recording (``simuguard trace``), or None."""
+    try:
+        found = json.loads(path.with_name(path.name + TRACE_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, list) else None
 
 
 def rerun_of(path: Path) -> dict[str, Any] | None:

@@ -1,0 +1,153 @@
+"""``simuguard trace``: a reported contact followed out of its scene to its cause (SimuGuard D.1).
+
+For a PhysX recording, the onset contact of an event (or the deepest report of a
+deep-penetration flag) is rebuilt alone: its two convex pieces, one per actor, moved through the
+poses they had in the recording, in the stock engine and in the repaired copy
+(``simuguard repair-physx``), each in a subprocess. The result says whether the report is
+reproduced there, the pieces' true gap and separating direction, whether the normal is flipped,
+the shortest history that still reproduces it, and a one-line verdict. For a MuJoCo recording,
+MuJoCo's own distance function gives the geoms' true distance at the recorded poses.
+
+>>> from simuguard_gym.trace import trace
+>>> results = trace("episode_000000.msgpack")          # doctest: +SKIP
+>>> results[0].verdict                                   # doctest: +SKIP
+"false contact from PhysX 5.3.1's GJK: reproduced, gone with the 5.4 threshold"
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from simuguard_gym.detection.offline import detect
+from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.scoring.report import TRACE_SUFFIX, write_side_file
+from simuguard_gym.trace.onset import NotTraceable, OnsetPair, onset_pair
+from simuguard_gym.trace.physx import TOLERANCE, job_for, normal_alignment, repaired_copy, run_engine, verdict
+
+__all__ = ["NotTraceable", "OnsetPair", "TraceResult", "save_traces", "trace", "trace_contact", "targets"]
+
+
+@dataclass
+class TraceResult:
+    """What tracing one reported contact found (see :func:`trace`); ``label`` is one of
+    ``false_contact``, ``false_contact_kept``, ``real_penetration``, ``real_penetration_changed``,
+    ``not_reproduced``, ``not_traceable`` (MuJoCo: ``real_overlap``, ``no_such_contact``)."""
+
+    target: str
+    substep: int | None
+    bodies: list[str]
+    pieces: list[int]
+    recorded_separation: float | None
+    true_gap: float | None
+    label: str
+    verdict: str
+    separating_direction: list[float] | None = None
+    normal_alignment: float | None = None
+    normal_flipped: bool | None = None
+    shortest_history: int | None = None
+    history: int | None = None
+    stock: dict[str, Any] | None = None
+    repaired: dict[str, Any] | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def line(self) -> str:
+        """The verdict with the figures behind it, on one line."""
+        if self.true_gap is None:
+            return f"{self.target}: {self.verdict}"
+        parts = [f"{self.target}: substep {self.substep}, {self.bodies[0]} piece {self.pieces[0]} / {self.bodies[1]} "
+                 f"piece {self.pieces[1]}: reported {_separation(self.recorded_separation, 2)}, true gap "
+                 f"{1000 * self.true_gap:.2f} mm"]
+        for engine, run in (("stock", self.stock), ("repaired", self.repaired)):
+            if run is not None:
+                parts.append(f"{engine} {_separation(run.get('separation'), 4)}")
+        if self.normal_flipped:
+            parts.append("normal flipped")
+        if self.shortest_history is not None:
+            parts.append(f"shortest history {self.shortest_history} substeps")
+        return ", ".join(parts) + f" -> {self.verdict}"
+
+
+def _separation(separation: float | None, digits: int) -> str:
+    if separation is None:
+        return "no contact"
+    return f"{-1000 * separation:.{digits}f} mm deep" if separation < 0 else f"{1000 * separation:.{digits}f} mm apart"
+
+
+def targets(rec: Recording) -> list[tuple[str, dict[str, Any]]]:
+    """What can be traced in a recording, in order: each event's onset contact, then each
+    deep-penetration flag's deepest checked report: (name, contact)."""
+    report = detect(rec)
+    found = []
+    for k, event in enumerate(report.events):
+        if event.get("contact"):
+            found.append((f"event {k} ({event['body']}{', artifact' if event['artifact'] else ''})", event["contact"]))
+    seen = {(c["substep"], tuple(c["pieces"])) for _, c in found}
+    for flag in report.flags:
+        contact = flag.get("contact")
+        if flag["kind"] == "deep_penetration" and contact and (contact["substep"], tuple(contact["pieces"])) not in seen:
+            found.append((f"deep penetration {flag['bodies'][0]}/{flag['bodies'][1]}", contact))
+    return found
+
+
+def trace(recording: Recording | str | os.PathLike[str], event: int | None = None, *, history: int | None = None,
+          repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE) -> list[TraceResult]:
+    """Trace the reported contacts of a recording (all of :func:`targets`, or only the
+    ``event``-th), each with ``history`` substeps before it (all since the episode began by
+    default). ``repaired``: a directory holding a repaired SAPIEN (written there if it does not;
+    default :func:`~simuguard_gym.trace.physx.default_repaired_copy`)."""
+    rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    found = targets(rec)
+    if event is not None:
+        if not 0 <= event < len(found):
+            raise ValueError(f"the recording has {len(found)} traceable contacts (events and deep-penetration "
+                             f"flags); --event {event} is not among them")
+        found = [found[event]]
+    return [trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance)
+            for name, contact in found]
+
+
+def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact", *, history: int | None = None,
+                  repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE) -> TraceResult:
+    """Trace one reported contact (``substep``, ``pieces``, ``depth``, ``normal``)."""
+    started = time.perf_counter()
+    if str(rec.header.get("engine", "")).startswith("mujoco"):
+        from simuguard_gym.trace.mujoco import trace_mujoco
+
+        return trace_mujoco(rec, contact, name, started)
+    try:
+        pair = onset_pair(rec, contact, history)
+    except NotTraceable as error:
+        return TraceResult(name, int(contact.get("substep", -1)), [], [int(p) for p in contact.get("pieces", [])],
+                           -float(contact.get("depth", 0.0)), None, "not_traceable", f"not traceable: {error}",
+                           seconds=time.perf_counter() - started)
+    gap, direction = pair.true_gap()
+    result = TraceResult(name, pair.substep, list(pair.names), list(pair.pieces), pair.separation, gap, "", "",
+                         separating_direction=direction.tolist(), history=pair.poses.shape[1])
+    if "plane" in pair.kinds:
+        result.label, result.verdict = "not_traceable", "not traceable: a plane is not rebuilt (PhysX plane contacts use no GJK)"
+        result.seconds = time.perf_counter() - started
+        return result
+    job = job_for(pair, rec.header.get("contact_settings") or {}, rec.substep_dt, tolerance)
+    if not rec.header.get("contact_settings"):
+        result.notes.append("the recording has no contact settings: SAPIEN's defaults were used")
+    result.stock = run_engine(job)
+    result.repaired = run_engine({**job, "bisect": False}, repaired_copy(repaired))
+    result.label, result.verdict = verdict(pair, gap, result.stock, result.repaired)
+    result.normal_alignment = normal_alignment(result.stock["normal"], direction)
+    result.normal_flipped = None if result.normal_alignment is None else result.normal_alignment < 0
+    result.shortest_history = result.stock["shortest_history"]
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def save_traces(recording: str | os.PathLike[str], results: list[TraceResult]) -> str:
+    """Write the results beside the recording (``NAME.msgpack.trace.json``), where the HTML
+    report shows each artifact's verdict; returns the path written."""
+    return str(write_side_file(recording, TRACE_SUFFIX, [r.to_dict() for r in results]))

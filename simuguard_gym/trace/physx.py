@@ -1,0 +1,100 @@
+"""A PhysX onset pair rebuilt alone in the stock engine and in the repaired copy, each in a
+subprocess (one SAPIEN per process), and the verdict of the two against the recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simuguard_gym.detection.false_contact import GAP_TOLERANCE
+from simuguard_gym.trace.onset import OnsetPair, relative_poses
+
+#: A rebuilt report reproduces the recorded one when their separations agree this closely (m).
+TOLERANCE = 1e-5
+#: A real penetration keeps its depth in the repaired engine when the two reports agree this closely (m).
+DEPTH_KEPT = 1e-4
+
+FALSE_CONTACT = "false contact from PhysX 5.3.1's GJK: reproduced, gone with the 5.4 threshold"
+FALSE_CONTACT_KEPT = "false contact reproduced, and kept by the 5.4 threshold: not this GJK defect"
+REAL = "real penetration, depth kept"
+REAL_CHANGED = "real penetration; the repaired engine reports another depth"
+NOT_REPRODUCED = "not reproduced outside the scene"
+NO_PENETRATION = "no penetration reported: reproduced, the pieces are as far apart as the engine says"
+
+
+def default_repaired_copy() -> Path:
+    """Where ``simuguard trace`` keeps its repaired copy of SAPIEN when none is given."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "simuguard-gym" / "physx-repaired"
+
+
+def repaired_copy(directory: str | os.PathLike[str] | None = None) -> Path:
+    """A repaired copy of the installed SAPIEN: ``directory`` if it holds one, else written there
+    (``simuguard repair-physx``; the default directory is :func:`default_repaired_copy`)."""
+    from simuguard_gym.physx_repair.repair import RECORD, repair
+
+    out = Path(directory) if directory is not None else default_repaired_copy()
+    if not (out / RECORD).exists():
+        repair(out)
+    return out
+
+
+def run_engine(job: dict[str, Any], sapien_copy: str | os.PathLike[str] | None = None, timeout: float = 300
+               ) -> dict[str, Any]:
+    """Run the rebuilt pair (``python -m simuguard_gym.physx_repair.onset_pair``) in a subprocess,
+    on ``sapien_copy`` (a repaired copy's directory) or the installed SAPIEN."""
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    paths = ([str(sapien_copy)] if sapien_copy is not None else []) + [package_root, os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+    done = subprocess.run([sys.executable, "-m", "simuguard_gym.physx_repair.onset_pair"], input=json.dumps(job),
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        raise RuntimeError(f"the rebuilt pair failed to run{' on ' + str(sapien_copy) if sapien_copy else ''}: {tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def job_for(pair: OnsetPair, settings: dict[str, Any], dt: float, tolerance: float = TOLERANCE,
+            bisect: bool = True) -> dict[str, Any]:
+    """The job :mod:`simuguard_gym.physx_repair.onset_pair` runs for this pair."""
+    arrangements = []
+    for moving in (1, 0):  # the recording's first piece held (PhysX lists a locked dynamic body before a kinematic one)
+        fixed, poses = relative_poses(pair, moving)
+        arrangements.append({"moving": moving, "fixed_pose": fixed.tolist(), "poses": poses.tolist()})
+    return {"dt": dt, "settings": settings, "pieces": list(pair.descriptions), "arrangements": arrangements,
+            "recorded_separation": pair.separation, "tolerance": tolerance, "bisect": bisect}
+
+
+def verdict(pair: OnsetPair, true_gap: float, stock: dict[str, Any], repaired: dict[str, Any] | None
+            ) -> tuple[str, str]:
+    """(label, one-line verdict) of a pair from its true gap and the two engines' reports."""
+    if not stock["reproduced"]:
+        return "not_reproduced", NOT_REPRODUCED
+    if pair.separation >= -GAP_TOLERANCE:
+        return "no_penetration", NO_PENETRATION
+    fixed = None if repaired is None else repaired["separation"]
+    if true_gap > GAP_TOLERANCE:
+        if repaired is None:
+            return "false_contact", "false contact reproduced by PhysX 5.3.1 (the repaired engine was not run)"
+        if fixed is None or fixed >= -GAP_TOLERANCE:
+            return "false_contact", FALSE_CONTACT
+        return "false_contact_kept", FALSE_CONTACT_KEPT
+    if repaired is None:
+        return "real_penetration", "real penetration (the repaired engine was not run)"
+    if fixed is not None and abs(fixed - stock["separation"]) <= DEPTH_KEPT:
+        return "real_penetration", REAL
+    return "real_penetration_changed", REAL_CHANGED
+
+
+def normal_alignment(normal: Any, direction: np.ndarray) -> float | None:
+    """Cosine between a reported normal and the true separating direction (-1: flipped)."""
+    if normal is None:
+        return None
+    n = np.asarray(normal, float)
+    return float(n @ direction / max(np.linalg.norm(n), 1e-12))

@@ -1,0 +1,129 @@
+"""`simuguard trace` on PhysX recordings: a reported contact rebuilt as two pieces moved through
+their recorded poses, in the stock engine and in the repaired copy (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("sapien")
+if shutil.which("objdump") is None or shutil.which("nm") is None:
+    pytest.skip("binutils (nm, objdump) not installed: no repaired copy to trace against", allow_module_level=True)
+
+import simuguard_gym.envs  # noqa: E402,F401
+from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording  # noqa: E402
+from simuguard_gym.cli import main  # noqa: E402
+from simuguard_gym.physx_repair import gjk_probe  # noqa: E402
+from simuguard_gym.trace import trace, trace_contact  # noqa: E402
+from simuguard_gym.trace.physx import FALSE_CONTACT, REAL, repaired_copy  # noqa: E402
+
+from pair_scenes import OVERLAP, TwoPieceEnv  # noqa: E402
+
+ARTIFACT_SEED = 116  # PhysX 5.3.1 reports 20.6 mm between pieces 4.7 mm apart and throws the can
+
+
+@pytest.fixture(scope="module")
+def repaired(tmp_path_factory):
+    return repaired_copy(tmp_path_factory.mktemp("physx") / "repaired")
+
+
+@pytest.fixture(scope="module")
+def placements(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("placements")
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), directory))
+    for seed in (ARTIFACT_SEED, 1):
+        env.reset(seed=seed)
+        for _ in range(90):
+            *_, info = env.step(env.unwrapped.expert_action())
+        assert info["simuguard"]["errors"] == []
+    env.close()
+    return directory, env.env.paths
+
+
+def record_pairs(layout, directory, episodes=2):
+    env = RecordPhysics(TwoPieceEnv(layout), directory)
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            *_, terminated, truncated, info = env.step(env.action_space.sample())
+            done = terminated or truncated
+        assert info["simuguard"]["errors"] == []
+    env.close()
+    return env.paths
+
+
+def test_the_pinned_placement_is_a_false_contact_from_gjk(placements, repaired):
+    directory, paths = placements
+    rec = load_recording(paths[0])
+    event = detect(rec).artifacts[0]
+    (result,) = trace(rec, 0, repaired=repaired)
+    assert result.substep == event["contact"]["substep"] and result.label == "false_contact"
+    assert result.verdict == FALSE_CONTACT
+    assert abs(result.stock["separation"] - result.recorded_separation) < 1e-5  # the report, reproduced
+    assert result.recorded_separation < -0.015 and result.true_gap > 0.004
+    assert result.repaired["separation"] == pytest.approx(result.true_gap, abs=1e-5)  # 5.4's GJK: the true gap
+    assert result.normal_flipped
+    shortest = result.shortest_history
+    assert 1 < shortest < result.history
+    (shorter,) = trace(rec, 0, history=shortest - 1, repaired=repaired)
+    assert shorter.label == "not_reproduced"  # the report needs its history: bisection found the least
+    (exact,) = trace(rec, 0, history=shortest, repaired=repaired)
+    assert exact.label == "false_contact"
+    assert result.seconds < 60
+
+
+def test_the_deep_penetration_flag_of_a_false_contact_carries_its_label(placements):
+    rec = load_recording(placements[1][0])
+    flag = next(f for f in detect(rec).flags if f["kind"] == "deep_penetration")
+    assert flag["false_contact"]["false"] >= 1
+    assert flag["contact"]["false_contact"]["false_contact"] and flag["contact"]["depth"] == flag["max_depth"]
+
+
+def test_the_pinned_sweep_recorded_under_record_physics(tmp_path, repaired):
+    """gjk_probe's sweep: 18 mm reported between pieces 6 mm apart, only with 39 steps of history."""
+    paths = record_pairs("sweep", tmp_path)
+    results = trace(paths[-1], repaired=repaired)
+    assert [r.label for r in results] == ["false_contact"]
+    (result,) = results
+    assert result.substep == len(gjk_probe.SWEEP) - 1
+    assert abs(result.stock["separation"] - result.recorded_separation) < 1e-5
+    assert result.true_gap == pytest.approx(0.00599, abs=1e-4) and result.repaired["separation"] > 0.005
+    assert result.shortest_history == len(gjk_probe.SWEEP) - 1 and result.normal_flipped
+
+
+@pytest.mark.parametrize("layout", ["overlap", "overlap_primitives"])
+def test_a_real_overlap_keeps_its_depth_in_both_engines(tmp_path, repaired, layout):
+    paths = record_pairs(layout, tmp_path)
+    (result,) = trace(paths[-1], repaired=repaired)
+    assert result.label == "real_penetration" and result.verdict == REAL
+    assert result.true_gap == pytest.approx(result.recorded_separation, abs=2e-5)
+    assert -result.recorded_separation > OVERLAP
+    assert result.stock["separation"] == pytest.approx(result.repaired["separation"], abs=1e-6)
+
+
+def test_a_contact_without_the_recorded_pieces_is_not_traceable(placements, repaired):
+    rec = load_recording(placements[1][0])
+    result = trace_contact(rec, {"substep": 10, "pieces": [0, 0], "depth": 0.01, "normal": [0, 0, 1]},
+                           repaired=repaired)
+    assert result.label == "not_traceable" and "same body" in result.verdict
+
+
+def test_the_command_prints_the_verdict_and_the_report_shows_it(placements, repaired, capsys):
+    directory, paths = placements
+    assert main(["trace", str(paths[0]), "--event", "0", "--repaired", str(repaired)]) == 0
+    assert FALSE_CONTACT in capsys.readouterr().out
+    assert main(["trace", str(paths[0]), "--repaired", str(repaired), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["label"] == "false_contact"
+    saved = json.loads((directory / (paths[0].name + ".trace.json")).read_text())
+    assert [t["label"] for t in saved] == [line["label"] for line in lines]
+    pytest.importorskip("matplotlib")
+    assert main(["report", str(directory), "--out", str(directory / "out")]) == 0
+    page = (directory / "out" / "report.html").read_text()
+    assert "gone with the 5.4 threshold" in page and "false contact in the episode" in page
+    assert main(["trace", str(paths[0]), "--history", "0"]) == 2
