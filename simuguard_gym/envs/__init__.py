@@ -19,6 +19,13 @@ _ENVS = {
                                             max_episode_steps=90),
     "simuguard_gym/PlaceCanBasket-MuJoCo-v0": dict(
         entry_point="simuguard_gym.envs.place_can_basket_mujoco:PlaceCanBasketMujocoEnv", max_episode_steps=90),
+    # the same task on the decomposed meshes (envs/decomposed_geometry.py: CoACD, 22 + 54 pieces)
+    "simuguard_gym/PlaceCanBasketDecomposed-v0": dict(
+        entry_point="simuguard_gym.envs.place_can_basket:PlaceCanBasketEnv", max_episode_steps=90,
+        kwargs={"geometry": "decomposed"}),
+    "simuguard_gym/PlaceCanBasketDecomposed-MuJoCo-v0": dict(
+        entry_point="simuguard_gym.envs.place_can_basket_mujoco:PlaceCanBasketMujocoEnv", max_episode_steps=90,
+        kwargs={"geometry": "decomposed"}),
     "simuguard_gym/DropInBin-v0": dict(entry_point="simuguard_gym.envs.negatives:DropInBinEnv", max_episode_steps=50),
     "simuguard_gym/ShoveBasket-v0": dict(entry_point="simuguard_gym.envs.negatives:ShoveBasketEnv",
                                          max_episode_steps=60),

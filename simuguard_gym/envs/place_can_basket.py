@@ -21,7 +21,8 @@ import sapien
 import sapien.physx as physx
 from gymnasium import spaces
 
-from simuguard_gym.envs.can_basket_geometry import CAN_HEIGHT, CAN_MASS, CAN_RADIUS, basket_pieces, can_pieces
+from simuguard_gym.envs.can_basket_geometry import CAN_HEIGHT, CAN_MASS, CAN_RADIUS
+from simuguard_gym.envs.decomposed_geometry import pieces_of
 from simuguard_gym.envs.can_basket_task import PlacementPlan, can_at_rest_inside
 
 DT = 0.004
@@ -46,7 +47,9 @@ class PlaceCanBasketEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, render_mode: str | None = None, max_depenetration_velocity: float | None = None,
-                 solver_iterations: int | None = None) -> None:
+                 solver_iterations: int | None = None, geometry: str = "boxes") -> None:
+        pieces_of(geometry)  # a geometry it does not know is refused here
+        self.geometry = geometry
         if render_mode is not None:
             raise ValueError("PlaceCanBasket-v0 builds collision-only scenes and cannot render")
         self.render_mode = render_mode
@@ -61,7 +64,7 @@ class PlaceCanBasketEnv(gym.Env):
     # ------------------------------------------------------------------ scene
     def _build(self) -> None:
         self.scene, self.can = can_basket_scene(GRIPPER_HOME, max_depenetration_velocity=self.max_depenetration_velocity,
-                                                solver_iterations=self.solver_iterations)
+                                                solver_iterations=self.solver_iterations, geometry=self.geometry)
         self.gripper = self._build_gripper(self.scene, physx.PhysxMaterial(1.5, 1.5, 0.0))
         _pin_settings(self.gripper)
 
@@ -170,9 +173,11 @@ def _deterministic_system() -> physx.PhysxCpuSystem:
 
 
 def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0, 0.0, 0.0, 0.0), *,
-                     max_depenetration_velocity: float | None = None, solver_iterations: int | None = None
-                     ) -> tuple[sapien.Scene, physx.PhysxRigidDynamicComponent]:
-    """Ground, the static basket at the origin and the can at the given pose (collision only)."""
+                     max_depenetration_velocity: float | None = None, solver_iterations: int | None = None,
+                     geometry: str = "boxes") -> tuple[sapien.Scene, physx.PhysxRigidDynamicComponent]:
+    """Ground, the static basket at the origin and the can at the given pose (collision only), of
+    the pieces of ``geometry`` (see :func:`~simuguard_gym.envs.decomposed_geometry.pieces_of`)."""
+    can_pieces, basket_pieces = pieces_of(geometry)
     scene = sapien.Scene([_deterministic_system()])
     scene.set_timestep(DT)
     material = physx.PhysxMaterial(0.6, 0.5, 0.0)
@@ -190,11 +195,11 @@ def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0
     ground.attach(physx.PhysxCollisionShapePlane(material))
     entity("ground", ground, sapien.Pose([0, 0, 0], [0.7071068, 0, -0.7071068, 0]))
     basket = physx.PhysxRigidStaticComponent()
-    for piece in basket_pieces():
+    for piece in basket_pieces:
         basket.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
     entity("basket", basket)
     can = physx.PhysxRigidDynamicComponent()
-    for piece in can_pieces():
+    for piece in can_pieces:
         can.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
     entity("can", can, sapien.Pose(np.asarray(can_position, np.float32), np.asarray(can_quaternion, np.float32)))
     can.set_mass(CAN_MASS)

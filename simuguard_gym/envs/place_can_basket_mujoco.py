@@ -14,7 +14,8 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from simuguard_gym.envs.can_basket_geometry import CAN_MASS, CAN_RADIUS, basket_pieces, can_pieces
+from simuguard_gym.envs.can_basket_geometry import CAN_MASS, CAN_RADIUS
+from simuguard_gym.envs.decomposed_geometry import pieces_of
 from simuguard_gym.envs.can_basket_task import PlacementPlan, can_at_rest_inside
 from simuguard_gym.envs.rendering import RENDER_MODES, RgbArrayRendering, fps_of
 
@@ -29,9 +30,10 @@ def _mesh(name: str, vertices: np.ndarray) -> str:
     return f'<mesh name="{name}" vertex="{" ".join(f"{v:.9g}" for v in vertices.reshape(-1))}"/>'
 
 
-def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float = 2 * DT) -> str:
+def scene_xml(gripper: bool = True, pad_kp: float = 200.0, pad_timeconst: float = 2 * DT,
+              geometry: str = "boxes") -> str:
     """The MJCF of the scene: floor, basket, can and (optionally) the gripper with its actuators."""
-    can, basket = can_pieces(), basket_pieces()
+    can, basket = pieces_of(geometry)
     assets = [_mesh(f"can{i}", p.vertices) for i, p in enumerate(can)]
     assets += [_mesh(f"basket{i}", p.vertices) for i, p in enumerate(basket)]
     piece_mass = CAN_MASS / len(can)
@@ -101,8 +103,9 @@ class PlaceCanBasketMujocoEnv(RgbArrayRendering, gym.Env):
     metadata = {"render_modes": RENDER_MODES}
 
     def __init__(self, render_mode: str | None = None, contact_timeconst: float | None = None,
-                 pad_kp: float = 200.0, pad_timeconst: float = 2 * DT) -> None:
-        self.model = mujoco.MjModel.from_xml_string(scene_xml(pad_kp=pad_kp, pad_timeconst=pad_timeconst))
+                 pad_kp: float = 200.0, pad_timeconst: float = 2 * DT, geometry: str = "boxes") -> None:
+        self.model = mujoco.MjModel.from_xml_string(scene_xml(pad_kp=pad_kp, pad_timeconst=pad_timeconst,
+                                                              geometry=geometry))
         self._use_render_mode(render_mode, fps_of(self.model, SUBSTEPS))
         if contact_timeconst is not None:
             self.model.geom_solref[:, 0] = contact_timeconst
