@@ -6,6 +6,8 @@ collect_ignore = []
 collect_ignore_glob = []
 if importlib.util.find_spec("sapien") is None:
     collect_ignore_glob += ["simuguard_gym/engines/sapien*.py"]  # every SAPIEN adapter module
-    collect_ignore += ["simuguard_gym/physx_repair/gjk_probe.py", "simuguard_gym/envs/place_can_basket.py"]
+    collect_ignore += ["simuguard_gym/physx_repair/gjk_probe.py", "simuguard_gym/physx_repair/onset_pair.py",
+                       "tests/pair_scenes.py",
+                       "simuguard_gym/envs/place_can_basket.py"]
 if importlib.util.find_spec("stable_baselines3") is None:
     collect_ignore += ["simuguard_gym/integrations/sb3.py"]

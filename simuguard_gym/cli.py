@@ -889,6 +889,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"simuguard demo: {setup.env_id} ({setup.engine}), a scripted gripper places a 10 g can in a "
           f"thin-walled basket; seeds {setup.seed_base}-{setup.seed_base + args.episodes - 1}; episodes with a contact "
           f"artifact are rerun with {setup.intervention} from 0.1 s before it", flush=True)
+    if setup.measured:
+        print(f"  how often: {setup.measured}", flush=True)
 
     def progress(done: int, total: int, episode: dict) -> None:
         line = (f"  [{done:>2}/{total}] seed {episode['seed']}: {'success' if episode['success'] else 'failure'}"

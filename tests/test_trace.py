@@ -7,7 +7,6 @@ import json
 import shutil
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 pytest.importorskip("sapien")
@@ -127,3 +126,18 @@ def test_the_command_prints_the_verdict_and_the_report_shows_it(placements, repa
     page = (directory / "out" / "report.html").read_text()
     assert "gone with the 5.4 threshold" in page and "false contact in the episode" in page
     assert main(["trace", str(paths[0]), "--history", "0"]) == 2
+
+
+def test_a_false_contact_of_the_decomposed_scene_is_traced(tmp_path, repaired):
+    """Seed 73 of PlaceCanBasketDecomposed-v0: PhysX 5.3.1 reports CoACD pieces 20 mm apart as 27 mm
+    deep and throws the can; the repaired copy reports the gap."""
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasketDecomposed-v0"), tmp_path))
+    env.reset(seed=73)
+    for _ in range(90):
+        *_, info = env.step(env.unwrapped.expert_action())
+    assert info["simuguard"]["errors"] == [] and info["simuguard"]["artifact"]
+    env.close()
+    (result,) = trace(env.env.paths[-1], 0, repaired=repaired)
+    assert result.label == "false_contact" and result.true_gap > 0.01
+    assert abs(result.stock["separation"] - result.recorded_separation) < 1e-5
+    assert result.repaired["separation"] is None or result.repaired["separation"] > 0
