@@ -7,11 +7,14 @@ import json
 import shutil
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 pytest.importorskip("sapien")
 if shutil.which("objdump") is None or shutil.which("nm") is None:
     pytest.skip("binutils (nm, objdump) not installed: no repaired copy to trace against", allow_module_level=True)
+
+import sapien  # noqa: E402
 
 import simuguard_gym.envs  # noqa: E402,F401
 from simuguard_gym import ArtifactMonitor, RecordPhysics, detect, load_recording  # noqa: E402
@@ -141,3 +144,56 @@ def test_a_false_contact_of_the_decomposed_scene_is_traced(tmp_path, repaired):
     assert result.label == "false_contact" and result.true_gap > 0.01
     assert abs(result.stock["separation"] - result.recorded_separation) < 1e-5
     assert result.repaired["separation"] is None or result.repaired["separation"] > 0
+
+
+def test_a_maniskill_scene_of_primitives_is_traced(tmp_path, repaired):
+    """A scene this project did not build: ManiSkill3's StackCube (box primitives, ManiSkill's own
+    contact offsets and PhysX settings), cube A misplaced 8 mm into cube B by the evaluation's
+    reset: a real penetration, its depth kept in both engines."""
+    pytest.importorskip("mani_skill")
+    from simuguard_gym.engines.sapien import headless
+
+    headless()
+    import mani_skill.envs  # noqa: F401
+
+    class Misplaced(gym.Wrapper):
+        def reset(self, **kwargs):
+            out = self.env.reset(**kwargs)
+            cubes = self.env.unwrapped
+            pose = cubes.cubeB.pose.raw_pose[0].cpu().numpy().copy()
+            pose[2] += 0.04 - 0.008  # half sizes 0.02: 8 mm into cube B
+            cubes.cubeA.set_pose(sapien.Pose(pose[:3], pose[3:]))
+            return out
+
+    env = RecordPhysics(Misplaced(gym.make("StackCube-v1", sim_backend="physx_cpu", obs_mode="state")), tmp_path)
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        for _ in range(5):
+            *_, info = env.step(np.zeros(env.action_space.shape))
+        assert info["simuguard"]["errors"] == []
+    env.close()
+    (result,) = trace(env.paths[-1], repaired=repaired)
+    assert result.label == "real_penetration" and result.verdict == REAL
+    assert result.recorded_separation == pytest.approx(-0.008, abs=1e-5)
+    assert result.true_gap == pytest.approx(-0.008, abs=1e-5)
+    assert load_recording(env.paths[-1]).header["piece_shapes"]  # the primitives, as ManiSkill made them
+
+
+def test_a_teleport_starts_the_pair_history_after_it(tmp_path, repaired):
+    """An env that sets a body's pose clears PhysX's contact caches: the rebuild's history starts
+    after the write, and a report right after one is not traceable (its poses are not recorded)."""
+    env = RecordPhysics(TwoPieceEnv("overlap"), tmp_path)
+    env.reset(seed=0)
+    for k in range(12):
+        if k == 5:
+            pose = env.unwrapped.mover.entity_pose
+            env.unwrapped.mover.set_pose(sapien.Pose(pose.p + np.float32([0, 0, -1e-4]), pose.q))
+        *_, info = env.step(env.action_space.sample())
+    assert info["simuguard"]["errors"] == []
+    env.close()
+    rec = load_recording(env.paths[-1])
+    written = int(np.flatnonzero(rec.columns["start_mask"] & 1)[0])
+    assert written == 5
+    contact = {"substep": 10, "pieces": [0, 1], "depth": 0.0095, "normal": [0, 0, 1]}
+    assert trace_contact(rec, contact, repaired=repaired).history == 10 - written
+    assert trace_contact(rec, dict(contact, substep=written), repaired=repaired).label == "not_traceable"

@@ -71,11 +71,27 @@ def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = No
     if bodies[0] == bodies[1]:
         raise NotTraceable(f"pieces {ids} belong to the same body")
     n = substep + 1 if history is None else max(1, min(int(history), substep + 1))
+    written = _body_writes(rec, substep - n + 1, substep)
+    if len(written) and written[-1] == substep:
+        raise NotTraceable(f"the env set the bodies' state just before substep {substep} (a teleport): the poses "
+                           "the report was computed from are not recorded")
+    if len(written):  # a teleport clears PhysX's contact caches: the pair's history starts after it
+        n = substep - int(written[-1])
     poses = np.stack([_poses(rec, pieces, body, substep - n, substep) for body in bodies])
     described = [_piece(pieces, shapes, p) for p in ids]
     return OnsetPair(substep, bodies, tuple(rec.bodies.names[b] for b in bodies), tuple(ids),
                      tuple(d[0] for d in described), tuple(d[1] for d in described), tuple(d[2] for d in described),
                      poses, -float(contact["depth"]), np.asarray(contact.get("normal", (0.0, 0.0, 1.0)), float))
+
+
+def _body_writes(rec: Recording, first: int, last: int) -> np.ndarray:
+    """The substeps ``first..last`` before which the env wrote the dynamic bodies' state (SAPIEN's
+    ``rigid`` component: ``set_pose``, ``set_velocity``)."""
+    bit = next((i for i, c in enumerate(rec.state_layout) if c.name == "rigid"), None)
+    if bit is None or "start_mask" not in rec.columns:
+        return np.zeros(0, np.int64)
+    masks = rec.columns["start_mask"][max(first, 0):last + 1].astype(np.int64)
+    return max(first, 0) + np.flatnonzero(masks >> bit & 1)
 
 
 def _poses(rec: Recording, pieces: CollisionPieces, body: int, first: int, last: int) -> np.ndarray:
