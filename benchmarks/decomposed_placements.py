@@ -91,17 +91,22 @@ def main() -> None:
           f"difference {100 * paired.difference:+.0f} points (95% {100 * paired.difference_low:+.0f} to "
           f"{100 * paired.difference_high:+.0f}), exact sign test p = {paired.p_value:.2g}")
     labels: dict[str, int] = {}
-    seconds = []
-    for path in sorted(Path(recordings).glob("*.msgpack")):
+    seconds, traced_false = [], []
+    for seed, path in enumerate(sorted(Path(recordings).glob("*.msgpack")), start=args.seed_base):
         results = trace(path, repaired=copy)
         save_traces(path, results)
         for r in results:
             labels[r.label] = labels.get(r.label, 0) + 1
             seconds.append(r.seconds)
+        if any(r.label in ("false_contact", "overstated_depth") for r in results):
+            traced_false.append(seed)
     if seconds:
+        lo, hi = wilson(len(traced_false), len(stock))
         print(f"traced {len(seconds)} contacts of the stock episodes (events and deep-penetration flags): "
               + ", ".join(f"{k} {v}" for k, v in sorted(labels.items()))
               + f"; {max(seconds):.1f} s at most per contact (stock and repaired)")
+        print(f"stock episodes with a false contact the trace reproduces (gripper links included, whose poses only the "
+              f"replay has): {len(traced_false)} ({100 * lo:.1f}-{100 * hi:.1f}%): {', '.join(map(str, traced_false))}")
 
 
 if __name__ == "__main__":

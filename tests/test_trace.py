@@ -197,3 +197,19 @@ def test_a_teleport_starts_the_pair_history_after_it(tmp_path, repaired):
     contact = {"substep": 10, "pieces": [0, 1], "depth": 0.0095, "normal": [0, 0, 1]}
     assert trace_contact(rec, contact, repaired=repaired).history == 10 - written
     assert trace_contact(rec, dict(contact, substep=written), repaired=repaired).label == "not_traceable"
+
+
+def test_a_false_contact_with_a_gripper_link_is_traced_from_the_replay(tmp_path, repaired):
+    """Seed 44 of the decomposed scene: PhysX reports a finger 8.5 mm inside the can while their
+    pieces are 5 mm apart. A recording does not hold the links' poses; the trace reads them from
+    the episode's bit-exact replay."""
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasketDecomposed-v0"), tmp_path)
+    env.reset(seed=44)
+    for _ in range(90):
+        *_, info = env.step(env.unwrapped.expert_action())
+    assert info["simuguard"]["errors"] == []
+    env.close()
+    results = trace(env.paths[-1], repaired=repaired)
+    finger = [r for r in results if "finger_right" in r.bodies]
+    assert finger and finger[0].label == "false_contact" and finger[0].true_gap > 0.004
+    assert abs(finger[0].stock["separation"] - finger[0].recorded_separation) < 1e-5

@@ -5,7 +5,8 @@ deep-penetration flag) is rebuilt alone: its two convex pieces, one per actor, m
 poses they had in the recording, in the stock engine and in the repaired copy
 (``simuguard repair-physx``), each in a subprocess. The result says whether the report is
 reproduced there, the pieces' true gap and separating direction, whether the normal is flipped,
-the shortest history that still reproduces it, and a one-line verdict. For a MuJoCo recording,
+the shortest history that still reproduces it, and a one-line verdict. Bodies whose poses a
+recording does not hold (robot links) are read from its bit-exact replay. For a MuJoCo recording,
 MuJoCo's own distance function gives the geoms' true distance at the recorded poses.
 
 >>> from simuguard_gym.trace import trace
@@ -25,7 +26,15 @@ from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.scoring.report import TRACE_SUFFIX, write_side_file
 from simuguard_gym.trace.onset import NotTraceable, OnsetPair, onset_pair
-from simuguard_gym.trace.physx import TOLERANCE, job_for, normal_alignment, repaired_copy, run_engine, verdict
+from simuguard_gym.trace.physx import (
+    TOLERANCE,
+    job_for,
+    normal_alignment,
+    repaired_copy,
+    run_engine,
+    verdict,
+)
+from simuguard_gym.trace.replayed import replayed_poses
 
 __all__ = ["NotTraceable", "OnsetPair", "TraceResult", "save_traces", "trace", "trace_contact", "targets"]
 
@@ -33,7 +42,8 @@ __all__ = ["NotTraceable", "OnsetPair", "TraceResult", "save_traces", "trace", "
 @dataclass
 class TraceResult:
     """What tracing one reported contact found (see :func:`trace`); ``label`` is one of
-    ``false_contact``, ``false_contact_kept``, ``real_penetration``, ``real_penetration_changed``,
+    ``false_contact`` (pieces apart), ``overstated_depth`` (pieces touching, reported deeper),
+    ``false_contact_kept``, ``real_penetration``, ``real_penetration_changed``, ``no_penetration``,
     ``not_reproduced``, ``not_traceable`` (MuJoCo: ``real_overlap``, ``no_such_contact``)."""
 
     target: str
@@ -122,7 +132,7 @@ def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact"
 
         return trace_mujoco(rec, contact, name, started)
     try:
-        pair = onset_pair(rec, contact, history)
+        pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec))
     except NotTraceable as error:
         return TraceResult(name, int(contact.get("substep", -1)), [], [int(p) for p in contact.get("pieces", [])],
                            -float(contact.get("depth", 0.0)), None, "not_traceable", f"not traceable: {error}",

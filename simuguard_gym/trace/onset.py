@@ -1,14 +1,20 @@
 """An onset contact of a recording, taken out of its scene: the two pieces, the poses their
-bodies had over the substeps before it, and their true distance (numpy only)."""
+bodies had over the substeps before it, and their true distance (numpy only; the poses of bodies
+a recording does not track come from a replay, :mod:`simuguard_gym.trace.replayed`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.detection.false_contact import CollisionPieces, posed, separating_axis, sphere_directions
+from simuguard_gym.detection.false_contact import (
+    CollisionPieces,
+    posed,
+    separating_axis,
+    sphere_directions,
+)
 from simuguard_gym.identify.pose import conjugate, multiply, rotate
 from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.recording.reader import Recording
@@ -52,10 +58,18 @@ class OnsetPair:
         return separating_axis(a, b, hint=self.normal)
 
 
-def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = None) -> OnsetPair:
+#: Poses of bodies the recording does not track (robot links), at the start of substeps
+#: ``first + 1 .. last``: ``(bodies, first, last) -> (last - first, len(bodies), 7)``.
+PoseSource = Callable[[list[int], int, int], np.ndarray]
+
+
+def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = None,
+               untracked: PoseSource | None = None) -> OnsetPair:
     """The pair of a reported contact (``contact``: ``substep``, ``pieces``, ``depth``, ``normal``,
     as an event or a flag of :func:`~simuguard_gym.detect` carries it) with the poses of the
-    ``history`` substeps before it (all since the episode began by default)."""
+    ``history`` substeps before it (all since the episode began by default). Bodies whose poses
+    the recording does not hold come from ``untracked`` (a replay), else the pair is not
+    traceable."""
     raw = rec.header.get("collision_pieces")
     if not raw:
         raise NotTraceable("the recording carries no collision pieces (SAPIEN/PhysX recordings do)")
@@ -77,7 +91,7 @@ def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = No
                            "the report was computed from are not recorded")
     if len(written):  # a teleport clears PhysX's contact caches: the pair's history starts after it
         n = substep - int(written[-1])
-    poses = np.stack([_poses(rec, pieces, body, substep - n, substep) for body in bodies])
+    poses = np.stack([_poses(rec, pieces, body, substep - n, substep, untracked) for body in bodies])
     described = [_piece(pieces, shapes, p) for p in ids]
     return OnsetPair(substep, bodies, tuple(rec.bodies.names[b] for b in bodies), tuple(ids),
                      tuple(d[0] for d in described), tuple(d[1] for d in described), tuple(d[2] for d in described),
@@ -94,15 +108,18 @@ def _body_writes(rec: Recording, first: int, last: int) -> np.ndarray:
     return max(first, 0) + np.flatnonzero(masks >> bit & 1)
 
 
-def _poses(rec: Recording, pieces: CollisionPieces, body: int, first: int, last: int) -> np.ndarray:
+def _poses(rec: Recording, pieces: CollisionPieces, body: int, first: int, last: int,
+           untracked: PoseSource | None) -> np.ndarray:
     """A body's poses at the start of substeps ``first + 1 .. last`` (after ``first .. last - 1``)."""
     static = pieces.static_poses[body]
     if np.isfinite(static).all():
         return np.repeat(static[None], last - first, axis=0)
     tracked = np.flatnonzero(rec.tracked == body)
     if not len(tracked):
-        raise NotTraceable(f"body {rec.bodies.names[body]!r} moves but its poses are not recorded (a robot link: "
-                           "name it an object in the TaskSpec to record it)")
+        if untracked is None:
+            raise NotTraceable(f"body {rec.bodies.names[body]!r} moves but its poses are not recorded (a robot "
+                               "link: name it an object in the TaskSpec to record it)")
+        return untracked([body], first, last)[:, 0]
     col = int(tracked[0])
     after = rec.columns["body_pose"][max(first, 0):last, col]
     if first < 0:  # the episode's first substep began at the initial pose

@@ -24,6 +24,8 @@ FALSE_CONTACT = "false contact from PhysX 5.3.1's GJK: reproduced, gone with the
 FALSE_CONTACT_KEPT = "false contact reproduced, and kept by the 5.4 threshold: not this GJK defect"
 REAL = "real penetration, depth kept"
 REAL_CHANGED = "real penetration; the repaired engine reports another depth"
+OVERSTATED = ("depth overstated by PhysX 5.3.1's GJK (the pieces touch, no more): reproduced, the true depth with the "
+              "5.4 threshold")
 NOT_REPRODUCED = "not reproduced outside the scene"
 NO_PENETRATION = "no penetration reported: reproduced, the pieces are as far apart as the engine says"
 
@@ -89,6 +91,9 @@ def verdict(pair: OnsetPair, true_gap: float, stock: dict[str, Any], repaired: d
         return "real_penetration", "real penetration (the repaired engine was not run)"
     if fixed is not None and abs(fixed - stock["separation"]) <= DEPTH_KEPT:
         return "real_penetration", REAL
+    overstated = -pair.separation - max(-true_gap, 0.0) > DEPTH_KEPT  # deeper than the pieces overlap
+    if overstated and (fixed is None or abs(fixed - true_gap) <= DEPTH_KEPT or fixed > true_gap):
+        return "overstated_depth", OVERSTATED
     return "real_penetration_changed", REAL_CHANGED
 
 
