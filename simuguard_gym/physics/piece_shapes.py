@@ -53,7 +53,8 @@ class PieceShapes:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": bytes(PIECE_KINDS.index(k) for k in self.kind),
-                "size": np.asarray(self.size, "<f8").tobytes(), "local_pose": np.asarray(self.local_pose, "<f8").tobytes(),
+                "size": np.asarray(self.size, "<f8").tobytes(),
+                "local_pose": np.asarray(self.local_pose, "<f8").tobytes(),
                 "contact_offset": np.asarray(self.contact_offset, "<f8").tobytes(),
                 "rest_offset": np.asarray(self.rest_offset, "<f8").tobytes()}
 

@@ -26,14 +26,7 @@ from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.scoring.report import TRACE_SUFFIX, write_side_file
 from simuguard_gym.trace.onset import NotTraceable, OnsetPair, onset_pair
-from simuguard_gym.trace.physx import (
-    TOLERANCE,
-    job_for,
-    normal_alignment,
-    repaired_copy,
-    run_engine,
-    verdict,
-)
+from simuguard_gym.trace.physx import TOLERANCE, job_for, normal_alignment, repaired_copy, run_engine, verdict
 from simuguard_gym.trace.replayed import replayed_poses
 
 __all__ = ["NotTraceable", "OnsetPair", "TraceResult", "save_traces", "trace", "trace_contact", "targets"]
@@ -44,7 +37,13 @@ class TraceResult:
     """What tracing one reported contact found (see :func:`trace`); ``label`` is one of
     ``false_contact`` (pieces apart), ``overstated_depth`` (pieces touching, reported deeper),
     ``false_contact_kept``, ``real_penetration``, ``real_penetration_changed``, ``no_penetration``,
-    ``not_reproduced``, ``not_traceable`` (MuJoCo: ``real_overlap``, ``no_such_contact``)."""
+    ``not_reproduced``, ``not_traceable`` (MuJoCo: ``real_overlap``, ``no_such_contact``).
+
+    >>> result = TraceResult("event 0", 585, ["can", "basket"], [96, 75], -0.0206, 0.0047, "false_contact",
+    ...                      "false contact", stock={"separation": -0.0206}, repaired={"separation": 0.0047})
+    >>> result.line()
+    'event 0: substep 585, can piece 96 / basket piece 75: reported 20.60 mm deep, true gap 4.70 mm, stock 20.6000 mm deep, repaired 4.7000 mm apart -> false contact'
+    """
 
     target: str
     substep: int | None
@@ -101,7 +100,9 @@ def targets(rec: Recording) -> list[tuple[str, dict[str, Any]]]:
     seen = {(c["substep"], tuple(c["pieces"])) for _, c in found}
     for flag in report.flags:
         contact = flag.get("contact")
-        if flag["kind"] == "deep_penetration" and contact and (contact["substep"], tuple(contact["pieces"])) not in seen:
+        if flag["kind"] != "deep_penetration" or not contact:
+            continue
+        if (contact["substep"], tuple(contact["pieces"])) not in seen:
             found.append((f"deep penetration {flag['bodies'][0]}/{flag['bodies'][1]}", contact))
     return found
 
@@ -141,7 +142,8 @@ def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact"
     result = TraceResult(name, pair.substep, list(pair.names), list(pair.pieces), pair.separation, gap, "", "",
                          separating_direction=direction.tolist(), history=pair.poses.shape[1])
     if "plane" in pair.kinds:
-        result.label, result.verdict = "not_traceable", "not traceable: a plane is not rebuilt (PhysX plane contacts use no GJK)"
+        result.label = "not_traceable"
+        result.verdict = "not traceable: a plane is not rebuilt (PhysX plane contacts use no GJK)"
         result.seconds = time.perf_counter() - started
         return result
     job = job_for(pair, rec.header.get("contact_settings") or {}, rec.substep_dt, tolerance)

@@ -46,7 +46,8 @@ def trace_mujoco(rec: Recording, contact: dict[str, Any], name: str, started: fl
     model = model_of(rec) if model is None else model
     if any(not 0 <= g < model.ngeom for g in geoms):
         return TraceResult(name, substep, [], list(geoms), reported, None, "not_traceable",
-                           f"not traceable: geoms {list(geoms)} are not in the model", seconds=time.perf_counter() - started)
+                           f"not traceable: geoms {list(geoms)} are not in the model",
+                           seconds=time.perf_counter() - started)
     bodies = [int(model.geom_bodyid[g]) for g in geoms]
     names = [rec.bodies.names[b] for b in bodies]
     poses: dict[int, np.ndarray] = {}

@@ -9,12 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.detection.false_contact import (
-    CollisionPieces,
-    posed,
-    separating_axis,
-    sphere_directions,
-)
+from simuguard_gym.detection.false_contact import CollisionPieces, posed, separating_axis, sphere_directions
 from simuguard_gym.identify.pose import conjugate, multiply, rotate
 from simuguard_gym.physics.piece_shapes import PieceShapes
 from simuguard_gym.recording.reader import Recording
@@ -36,6 +31,14 @@ class OnsetPair:
     (2, n + 1, 7) holds both bodies' poses at the start of the substeps ``substep - n`` to
     ``substep`` (the last: the substep of the report); ``separation`` is the reported one (m,
     negative: overlapping), ``normal`` the reported normal from the first piece to the second.
+
+    >>> import numpy as np
+    >>> cube = np.array([[x, y, z] for x in (-.01, .01) for y in (-.01, .01) for z in (-.01, .01)])
+    >>> poses = np.array([[[0, 0, 0, 1, 0, 0, 0.]], [[0, 0, 0.025, 1, 0, 0, 0]]])  # 5 mm apart
+    >>> pair = OnsetPair(0, (0, 1), ("lower", "upper"), (0, 1), ("convex", "convex"), (cube, cube), ({}, {}),
+    ...                  poses, -0.018, np.array([0.0, 0.0, 1.0]))
+    >>> round(pair.true_gap()[0], 4)
+    0.005
     """
 
     substep: int
