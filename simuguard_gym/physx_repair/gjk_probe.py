@@ -32,6 +32,7 @@ import sapien
 import sapien.physx as physx
 
 from simuguard_gym.detection.false_contact import GAP_TOLERANCE, posed, separating_axis, signed_gap
+from simuguard_gym.physx_repair.onset_pair import scene_with
 
 DT = 0.004
 CONTACT_OFFSET, REST_OFFSET = 0.01, 0.0  # SAPIEN's defaults, pinned against process-wide configs
@@ -108,16 +109,7 @@ OVERLAP = 0.005  # how deep the real-overlap blocks are created into each other 
 
 
 def _scene() -> sapien.Scene:
-    previous = physx.get_scene_config()
-    config = physx.PhysxSceneConfig()  # SAPIEN's defaults, whatever another library set globally
-    config.enable_enhanced_determinism = True
-    physx.set_scene_config(config)
-    try:
-        scene = sapien.Scene([physx.PhysxCpuSystem()])
-    finally:
-        physx.set_scene_config(previous)
-    scene.set_timestep(DT)
-    return scene
+    return scene_with(DT, {"enable_enhanced_determinism": True})
 
 
 def _body(scene: sapien.Scene, name: str, vertices: np.ndarray, pose: np.ndarray, kind: str) -> Any:

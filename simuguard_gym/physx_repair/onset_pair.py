@@ -29,7 +29,9 @@ import sapien.physx as physx
 from simuguard_gym.physx_repair.repair import RECORD
 
 
-def _scene(dt: float, settings: dict[str, Any]) -> sapien.Scene:
+def scene_with(dt: float, settings: dict[str, Any]) -> sapien.Scene:
+    """A PhysX CPU scene of SAPIEN's default config with ``settings`` (PhysxSceneConfig fields),
+    whatever another library set process-wide; the process-wide config is put back at once."""
     previous = physx.get_scene_config()
     config = physx.PhysxSceneConfig()  # SAPIEN's defaults, then the recorded settings
     for name, value in settings.items():
@@ -79,7 +81,7 @@ def sweep(job: dict[str, Any], arrangement: dict[str, Any], history: int
     keeps, the mover's poses); per step the deepest reported point between the two pieces
     (separation, normal from piece 0 to piece 1; None without a contact), and whether PhysX
     listed piece 0 first as the recording did (None: no contact)."""
-    scene = _scene(float(job["dt"]), job.get("settings") or {})
+    scene = scene_with(float(job["dt"]), job.get("settings") or {})
     moving = int(arrangement["moving"])
     poses = arrangement["poses"][-history:]
     components = []
