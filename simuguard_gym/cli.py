@@ -915,6 +915,16 @@ def _demo(args: argparse.Namespace) -> int:
           "episodes without an artifact; bounds: every flagged episode fails / passes)")
     print(format_table(rows))
     paths = write_report(rows, Path(directory), skipped=skipped)
+    if setup.engine == "physx":  # each artifact followed out of the scene, its verdict in the HTML report
+        from simuguard_gym.scoring.report import trace_of
+
+        recordings = sorted(Path(directory).glob("*.msgpack"))
+        for problem in trace_artifacts(recordings):
+            print(f"simuguard demo: {problem}", file=sys.stderr)
+        for path in recordings:
+            for traced in trace_of(path) or []:
+                if str(traced.get("target", "")).startswith("event") and "artifact" in traced["target"]:
+                    print(f"trace, {path.stem}: {traced['target']}: {traced['verdict']}")
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 

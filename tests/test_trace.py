@@ -30,7 +30,8 @@ ARTIFACT_SEED = 116  # PhysX 5.3.1 reports 20.6 mm between pieces 4.7 mm apart a
 
 @pytest.fixture(scope="module")
 def repaired(tmp_path_factory):
-    return repaired_copy(tmp_path_factory.mktemp("physx") / "repaired")
+    # where the default lies under XDG_CACHE_HOME=.../cache (the demo's test uses the default)
+    return repaired_copy(tmp_path_factory.mktemp("physx") / "cache" / "simuguard-gym" / "physx-repaired")
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +214,13 @@ def test_a_false_contact_with_a_gripper_link_is_traced_from_the_replay(tmp_path,
     finger = [r for r in results if "finger_right" in r.bodies]
     assert finger and finger[0].label == "false_contact" and finger[0].true_gap > 0.004
     assert abs(finger[0].stock["separation"] - finger[0].recorded_separation) < 1e-5
+
+
+def test_the_physx_demo_says_how_often_and_traces_its_artifact(tmp_path, repaired, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(repaired.parent.parent))  # the copy the other tests made
+    assert main(["demo", "--engine", "physx", "--episodes", "17", "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "how often: in this scene PhysX 5.3.1 reports a false contact in 3 of seeds 0-199" in out
+    assert "trace, seed_000116: event 0 (can, artifact): " + FALSE_CONTACT in out
+    if (tmp_path / "demo" / "report.html").exists():  # the report extra
+        assert "gone with the 5.4 threshold" in (tmp_path / "demo" / "report.html").read_text()
