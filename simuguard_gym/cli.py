@@ -923,7 +923,7 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"simuguard demo: {problem}", file=sys.stderr)
         for path in recordings:
             for traced in trace_of(path) or []:
-                if str(traced.get("target", "")).startswith("event") and "artifact" in traced["target"]:
+                if traced.get("source") == "artifact":
                     print(f"trace, {path.stem}: {traced['target']}: {traced['verdict']}")
     try:
         from simuguard_gym.scoring.html_report import write_html_report

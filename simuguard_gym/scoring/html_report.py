@@ -231,8 +231,7 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
         count = false_contact_count(events, flags)
         if count:
             false_contact += f" ({count} false contact{'s' if count > 1 else ''} in the episode)"
-        onsets = {(e.get("contact") or {}).get("substep") for e in artifacts}
-        traced = [t for t in trace_of(path) or [] if t.get("substep") in onsets and str(t.get("target", "")).startswith("event")]
+        traced = [t for t in trace_of(path) or [] if t.get("source") == "artifact"]
         trace = "; ".join(f"substep {t['substep']}: {t['verdict']}" for t in traced) or "-"
         links = []
         if figure is not None:

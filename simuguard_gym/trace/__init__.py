@@ -62,6 +62,9 @@ class TraceResult:
     repaired: dict[str, Any] | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: what was traced: an event's onset contact (``event``, ``artifact`` when it passed every
+    #: stage) or a deep-penetration flag's report (``flag``); None for a contact given directly
+    source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -89,21 +92,23 @@ def _separation(separation: float | None, digits: int) -> str:
     return f"{-1000 * separation:.{digits}f} mm deep" if separation < 0 else f"{1000 * separation:.{digits}f} mm apart"
 
 
-def targets(rec: Recording) -> list[tuple[str, dict[str, Any]]]:
+def targets(rec: Recording) -> list[tuple[str, str, dict[str, Any]]]:
     """What can be traced in a recording, in order: each event's onset contact, then each
-    deep-penetration flag's deepest checked report: (name, contact)."""
+    deep-penetration flag's deepest checked report: (name, source, contact), source being
+    ``artifact``, ``event`` or ``flag``."""
     report = detect(rec)
     found = []
     for k, event in enumerate(report.events):
         if event.get("contact"):
-            found.append((f"event {k} ({event['body']}{', artifact' if event['artifact'] else ''})", event["contact"]))
-    seen = {(c["substep"], tuple(c["pieces"])) for _, c in found}
+            name = f"event {k} ({event['body']}{', artifact' if event['artifact'] else ''})"
+            found.append((name, "artifact" if event["artifact"] else "event", event["contact"]))
+    seen = {(c["substep"], tuple(c["pieces"])) for *_, c in found}
     for flag in report.flags:
         contact = flag.get("contact")
         if flag["kind"] != "deep_penetration" or not contact:
             continue
         if (contact["substep"], tuple(contact["pieces"])) not in seen:
-            found.append((f"deep penetration {flag['bodies'][0]}/{flag['bodies'][1]}", contact))
+            found.append((f"deep penetration {flag['bodies'][0]}/{flag['bodies'][1]}", "flag", contact))
     return found
 
 
@@ -120,8 +125,11 @@ def trace(recording: Recording | str | os.PathLike[str], event: int | None = Non
             raise ValueError(f"the recording has {len(found)} traceable contacts (events and deep-penetration "
                              f"flags); --event {event} is not among them")
         found = [found[event]]
-    return [trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance)
-            for name, contact in found]
+    results = []
+    for name, source, contact in found:
+        results.append(trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance))
+        results[-1].source = source
+    return results
 
 
 def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact", *, history: int | None = None,
