@@ -46,12 +46,24 @@ def scene_with(dt: float, settings: dict[str, Any]) -> sapien.Scene:
     return scene
 
 
-def _shape(piece: dict[str, Any]) -> Any:
+def _convex(vertices: np.ndarray, material: Any) -> tuple[Any, bool]:
+    """A convex piece of the recorded vertices, and whether PhysX's cooking kept them as they are.
+    A recording holds a hull as PhysX cooked it; cooking those vertices again can reorder (or
+    merge) them, and the order decides GJK's ties (its support point among equals), so a false
+    report on a many-vertex hull may not come back in the rebuild."""
+    recorded = np.asarray(vertices, np.float32)
+    shape = physx.PhysxCollisionShapeConvexMesh(recorded, np.ones(3, np.float32), material)
+    cooked = np.asarray(shape.vertices, np.float32)
+    return shape, bool(cooked.shape == recorded.shape and np.array_equal(cooked, recorded))
+
+
+def _shape(piece: dict[str, Any]) -> tuple[Any, bool]:
+    """The piece as a PhysX shape, and whether it is the recorded hull exactly (primitives are)."""
     material = physx.PhysxMaterial(0.5, 0.5, 0.0)
     kind, size = piece["kind"], piece.get("size") or [0.0, 0.0, 0.0]
+    exact = True
     if kind == "convex":
-        shape = physx.PhysxCollisionShapeConvexMesh(np.asarray(piece["vertices"], np.float32), np.ones(3, np.float32),
-                                                    material)
+        shape, exact = _convex(np.asarray(piece["vertices"]), material)
     elif kind == "box":
         shape = physx.PhysxCollisionShapeBox(np.asarray(size, np.float32), material)
     elif kind == "sphere":
@@ -67,7 +79,7 @@ def _shape(piece: dict[str, Any]) -> Any:
         shape.set_local_pose(sapien.Pose(pose[:3], pose[3:]))
     shape.set_contact_offset(float(piece["contact_offset"]))
     shape.set_rest_offset(float(piece["rest_offset"]))
-    return shape
+    return shape, exact
 
 
 def _pose(p: Any) -> sapien.Pose:
@@ -87,7 +99,7 @@ def sweep(job: dict[str, Any], arrangement: dict[str, Any], history: int
     components = []
     for i, piece in enumerate(job["pieces"]):
         component = physx.PhysxRigidDynamicComponent()
-        component.attach(_shape(piece))
+        component.attach(_shape(piece)[0])
         component.disable_gravity = True
         if i == moving:
             component.kinematic = True
@@ -158,6 +170,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     repaired = (Path(sapien.__file__).resolve().parent.parent / RECORD).exists()
     last = full[-1]
     return {"sapien": sapien.__file__, "physx": physx.version(), "repaired": repaired,
+            "hulls_as_recorded": [_shape(piece)[1] for piece in job["pieces"]],
             "moving": int(arrangement["moving"]), "pair_order_as_recorded": in_order,
             "separations": [None if r is None else r[0] for r in full],
             "separation": None if last is None else last[0], "normal": None if last is None else last[1],

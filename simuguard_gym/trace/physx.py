@@ -77,6 +77,8 @@ def verdict(pair: OnsetPair, true_gap: float, stock: dict[str, Any], repaired: d
             ) -> tuple[str, str]:
     """(label, one-line verdict) of a pair from its true gap and the two engines' reports."""
     if not stock["reproduced"]:
+        if not all(stock.get("hulls_as_recorded", [True])):
+            return "not_reproduced", NOT_REPRODUCED + " (PhysX cooked a rebuilt hull's vertices in another order)"
         return "not_reproduced", NOT_REPRODUCED
     if pair.separation >= -GAP_TOLERANCE:
         return "no_penetration", NO_PENETRATION
