@@ -7,6 +7,7 @@ collect_ignore_glob = []
 if importlib.util.find_spec("sapien") is None:
     collect_ignore_glob += ["simuguard_gym/engines/sapien*.py"]  # every SAPIEN adapter module
     collect_ignore += ["simuguard_gym/physx_repair/gjk_probe.py", "simuguard_gym/physx_repair/onset_pair.py",
+                       "simuguard_gym/physx_repair/hull_sources.py",
                        "tests/pair_scenes.py",
                        "simuguard_gym/envs/place_can_basket.py"]
 if importlib.util.find_spec("stable_baselines3") is None:

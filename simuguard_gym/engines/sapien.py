@@ -230,6 +230,10 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
     def model_bytes(self) -> bytes:
         return b""  # a SAPIEN scene has no serialised form; the env rebuilds it from its spec
 
+    def collision_shapes(self) -> list[Any]:
+        """SAPIEN's collision shape of each piece id (the ids contacts and recordings use)."""
+        return list(self._shapes)
+
     def collision_pieces(self) -> list[tuple[int, np.ndarray] | None]:
         """For each piece id: its body and its vertices in the body frame (convex meshes), or
         None for primitives (planes, boxes: the false-contact check skips them)."""

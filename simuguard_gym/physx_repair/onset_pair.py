@@ -26,6 +26,7 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
+from simuguard_gym.physx_repair.hull_sources import convex_shape
 from simuguard_gym.physx_repair.repair import RECORD
 
 
@@ -46,15 +47,22 @@ def scene_with(dt: float, settings: dict[str, Any]) -> sapien.Scene:
     return scene
 
 
-def _convex(vertices: np.ndarray, material: Any) -> tuple[Any, bool]:
-    """A convex piece of the recorded vertices, and whether PhysX's cooking kept them as they are.
-    A recording holds a hull as PhysX cooked it; cooking those vertices again can reorder (or
-    merge) them, and the order decides GJK's ties (its support point among equals), so a false
-    report on a many-vertex hull may not come back in the rebuild."""
-    recorded = np.asarray(vertices, np.float32)
-    shape = physx.PhysxCollisionShapeConvexMesh(recorded, np.ones(3, np.float32), material)
+def _convex(piece: dict[str, Any], material: Any) -> tuple[Any, bool]:
+    """A convex piece, and whether it is the scene's hull exactly: cooked from what the scene
+    cooked it from where the job has that (``source``, ``scale``, ``local_pose``: see
+    :mod:`~simuguard_gym.physx_repair.hull_sources`), else from its recorded vertices in the body
+    frame. Cooking a cooked hull's vertices again drops some and reorders the rest, and the order
+    decides GJK's ties, so a report may not come back from such a hull."""
+    if "source" in piece:
+        shape = convex_shape(piece["source"], piece["scale"], material)
+        pose = np.asarray(piece["local_pose"], np.float32)
+        shape.set_local_pose(sapien.Pose(pose[:3], pose[3:]))
+        expected = np.asarray(piece["cooked"], np.float32)
+    else:
+        expected = np.asarray(piece["vertices"], np.float32)
+        shape = physx.PhysxCollisionShapeConvexMesh(expected, np.ones(3, np.float32), material)
     cooked = np.asarray(shape.vertices, np.float32)
-    return shape, bool(cooked.shape == recorded.shape and np.array_equal(cooked, recorded))
+    return shape, bool(cooked.shape == expected.shape and np.array_equal(cooked, expected))
 
 
 def _shape(piece: dict[str, Any]) -> tuple[Any, bool]:
@@ -63,7 +71,7 @@ def _shape(piece: dict[str, Any]) -> tuple[Any, bool]:
     kind, size = piece["kind"], piece.get("size") or [0.0, 0.0, 0.0]
     exact = True
     if kind == "convex":
-        shape, exact = _convex(np.asarray(piece["vertices"]), material)
+        shape, exact = _convex(piece, material)
     elif kind == "box":
         shape = physx.PhysxCollisionShapeBox(np.asarray(size, np.float32), material)
     elif kind == "sphere":
@@ -74,7 +82,7 @@ def _shape(piece: dict[str, Any]) -> tuple[Any, bool]:
         shape = physx.PhysxCollisionShapeCylinder(float(size[0]), float(size[1]), material)
     else:
         raise ValueError(f"a {kind} piece cannot be rebuilt on a moving body")
-    if kind != "convex":  # a convex piece's vertices are already in its body's frame
+    if kind != "convex":  # a convex piece is posed in its body already (its source's pose, or its vertices)
         pose = np.asarray(piece["local_pose"], np.float32)
         shape.set_local_pose(sapien.Pose(pose[:3], pose[3:]))
     shape.set_contact_offset(float(piece["contact_offset"]))

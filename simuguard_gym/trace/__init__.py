@@ -25,9 +25,9 @@ from typing import Any
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.scoring.report import TRACE_SUFFIX, write_side_file
-from simuguard_gym.trace.onset import NotTraceable, OnsetPair, onset_pair
+from simuguard_gym.trace.onset import HullSource, NotTraceable, OnsetPair, onset_pair
 from simuguard_gym.trace.physx import TOLERANCE, job_for, normal_alignment, repaired_copy, run_engine, verdict
-from simuguard_gym.trace.replayed import replayed_poses
+from simuguard_gym.trace.replayed import rebuilt_hulls, replayed_poses
 
 __all__ = ["NotTraceable", "OnsetPair", "TraceResult", "save_traces", "trace", "trace_contact", "targets"]
 
@@ -126,22 +126,28 @@ def trace(recording: Recording | str | os.PathLike[str], event: int | None = Non
                              f"flags); --event {event} is not among them")
         found = [found[event]]
     results = []
+    hulls = rebuilt_hulls(rec)  # the env rebuilt once for all of them, if a piece needs it
     for name, source, contact in found:
-        results.append(trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance))
+        results.append(trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance,
+                                     hulls=hulls))
         results[-1].source = source
     return results
 
 
 def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact", *, history: int | None = None,
-                  repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE) -> TraceResult:
-    """Trace one reported contact (``substep``, ``pieces``, ``depth``, ``normal``)."""
+                  repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE,
+                  hulls: HullSource | None = None) -> TraceResult:
+    """Trace one reported contact (``substep``, ``pieces``, ``depth``, ``normal``). Convex pieces
+    are rebuilt from what their scene cooked them from (``hulls``; by default the recording's
+    env rebuilt, :func:`~simuguard_gym.trace.replayed.rebuilt_hulls`), else from their recorded
+    vertices."""
     started = time.perf_counter()
     if str(rec.header.get("engine", "")).startswith("mujoco"):
         from simuguard_gym.trace.mujoco import trace_mujoco
 
         return trace_mujoco(rec, contact, name, started)
     try:
-        pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec))
+        pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec), hulls=hulls or rebuilt_hulls(rec))
     except NotTraceable as error:
         return TraceResult(name, int(contact.get("substep", -1)), [], [int(p) for p in contact.get("pieces", [])],
                            -float(contact.get("depth", 0.0)), None, "not_traceable", f"not traceable: {error}",

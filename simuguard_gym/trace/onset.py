@@ -64,15 +64,20 @@ class OnsetPair:
 #: Poses of bodies the recording does not track (robot links), at the start of substeps
 #: ``first + 1 .. last``: ``(bodies, first, last) -> (last - first, len(bodies), 7)``.
 PoseSource = Callable[[list[int], int, int], np.ndarray]
+#: What a convex piece's hull was cooked from in its scene (``piece -> (source, why not)``: the
+#: map :func:`~simuguard_gym.physx_repair.hull_sources.hull_sources` gives a piece, or None and
+#: the reason), so that the rebuild cooks the very hull rather than re-cooking its vertices.
+HullSource = Callable[[int], tuple[dict[str, Any] | None, str]]
 
 
 def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = None,
-               untracked: PoseSource | None = None) -> OnsetPair:
+               untracked: PoseSource | None = None, hulls: HullSource | None = None) -> OnsetPair:
     """The pair of a reported contact (``contact``: ``substep``, ``pieces``, ``depth``, ``normal``,
     as an event or a flag of :func:`~simuguard_gym.detect` carries it) with the poses of the
     ``history`` substeps before it (all since the episode began by default). Bodies whose poses
     the recording does not hold come from ``untracked`` (a replay), else the pair is not
-    traceable."""
+    traceable; a convex piece's description carries its hull's source where ``hulls`` has it
+    (``source``, ``scale``, ``local_pose``, ``cooked``), else ``why_not_source``."""
     raw = rec.header.get("collision_pieces")
     if not raw:
         raise NotTraceable("the recording carries no collision pieces (SAPIEN/PhysX recordings do)")
@@ -95,7 +100,7 @@ def onset_pair(rec: Recording, contact: dict[str, Any], history: int | None = No
     if len(written):  # a teleport clears PhysX's contact caches: the pair's history starts after it
         n = substep - int(written[-1])
     poses = np.stack([_poses(rec, pieces, body, substep - n, substep, untracked) for body in bodies])
-    described = [_piece(pieces, shapes, p) for p in ids]
+    described = [_piece(pieces, shapes, p, hulls) for p in ids]
     return OnsetPair(substep, bodies, tuple(rec.bodies.names[b] for b in bodies), tuple(ids),
                      tuple(d[0] for d in described), tuple(d[1] for d in described), tuple(d[2] for d in described),
                      poses, -float(contact["depth"]), np.asarray(contact.get("normal", (0.0, 0.0, 1.0)), float))
@@ -130,19 +135,20 @@ def _poses(rec: Recording, pieces: CollisionPieces, body: int, first: int, last:
     return np.asarray(after, float)
 
 
-def _piece(pieces: CollisionPieces, shapes: PieceShapes | None, piece: int) -> tuple[str, np.ndarray, dict[str, Any]]:
+def _piece(pieces: CollisionPieces, shapes: PieceShapes | None, piece: int, hulls: HullSource | None
+           ) -> tuple[str, np.ndarray, dict[str, Any]]:
     local = pieces.vertices[pieces.offsets[piece]:pieces.offsets[piece + 1]]
     if shapes is None:  # recorded before piece shapes were: convex pieces with SAPIEN's default offsets
         if not len(local):
             raise NotTraceable(f"piece {piece} is a primitive and the recording does not describe it")
-        return "convex", local, {"kind": "convex", "vertices": local.tolist(), "contact_offset": 0.01,
-                                 "rest_offset": 0.0}
+        described = {"kind": "convex", "vertices": local.tolist(), "contact_offset": 0.01, "rest_offset": 0.0}
+        return "convex", local, _with_hull(described, piece, hulls)
     kind, size, pose = shapes.kind[piece], shapes.size[piece], shapes.local_pose[piece]
     described = {"kind": kind, "size": size.tolist(), "local_pose": pose.tolist(),
                  "contact_offset": float(shapes.contact_offset[piece]), "rest_offset": float(shapes.rest_offset[piece])}
     if kind == "convex":
         described["vertices"] = local.tolist()
-        return kind, local, described
+        return kind, local, _with_hull(described, piece, hulls)
     if kind == "box":
         points = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float) * size
     elif kind == "sphere":
@@ -158,6 +164,13 @@ def _piece(pieces: CollisionPieces, shapes: PieceShapes | None, piece: int) -> t
     else:
         raise NotTraceable(f"piece {piece} is a {kind} shape, which the rebuild does not know")
     return kind, rotate(pose[3:], points) + pose[:3], described
+
+
+def _with_hull(described: dict[str, Any], piece: int, hulls: HullSource | None) -> dict[str, Any]:
+    source, why_not = hulls(piece) if hulls is not None else (None, "no rebuild of the scene was asked for")
+    if source is None:
+        return {**described, "why_not_source": why_not}
+    return {**described, **{k: source[k] for k in ("source", "scale", "local_pose", "cooked")}}
 
 
 def _plane_gap(pair: OnsetPair, a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:

@@ -77,8 +77,12 @@ def verdict(pair: OnsetPair, true_gap: float, stock: dict[str, Any], repaired: d
             ) -> tuple[str, str]:
     """(label, one-line verdict) of a pair from its true gap and the two engines' reports."""
     if not stock["reproduced"]:
-        if not all(stock.get("hulls_as_recorded", [True])):
-            return "not_reproduced", NOT_REPRODUCED + " (PhysX cooked a rebuilt hull's vertices in another order)"
+        inexact = [d for d, exact in zip(pair.descriptions, stock.get("hulls_as_recorded", [True, True])) if not exact]
+        if inexact and "source" in inexact[0]:
+            return "not_reproduced", f"{NOT_REPRODUCED} (a piece cooked from its scene's source came out another hull)"
+        if inexact:
+            return "not_reproduced", (f"{NOT_REPRODUCED} (a piece rebuilt from its recorded vertices, which PhysX cooks "
+                                      f"into another hull: {inexact[0].get('why_not_source')})")
         return "not_reproduced", NOT_REPRODUCED
     if pair.separation >= -GAP_TOLERANCE:
         return "no_penetration", NO_PENETRATION

@@ -1,4 +1,5 @@
-"""The poses of bodies a recording does not track (robot links), read from its bit-exact replay."""
+"""What a rebuild of a recording's env gives a trace: the poses of bodies the recording does not
+track (robot links), read from its bit-exact replay, and the sources of its convex hulls."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.recording.reader import Recording
-from simuguard_gym.trace.onset import NotTraceable
+from simuguard_gym.trace.onset import HullSource, NotTraceable
 
 
 class _PoseReader:
@@ -55,3 +57,32 @@ def replayed_poses(rec: Recording) -> Any:
         return found
 
     return poses
+
+
+def rebuilt_hulls(rec: Recording) -> HullSource:
+    """A :data:`~simuguard_gym.trace.onset.HullSource` for ``rec``: its env rebuilt once, on the
+    first piece asked for, with SAPIEN's convex-mesh constructors watched
+    (:func:`~simuguard_gym.physx_repair.hull_sources.hull_sources`); a piece's source is given
+    only where the rebuilt piece is, in its body's frame, bit for bit the recorded one."""
+    found: list[Any] = []
+
+    def hull(piece: int) -> tuple[dict[str, Any] | None, str]:
+        if not found:
+            try:
+                from simuguard_gym.physx_repair.hull_sources import hull_sources
+
+                found.extend([hull_sources(rec.header), CollisionPieces.from_dict(rec.header["collision_pieces"])])
+            except Exception as error:  # noqa: BLE001 - no SAPIEN here, or the env cannot be rebuilt
+                found.append(f"the env could not be rebuilt to see what its hulls were cooked from ({error})")
+        if isinstance(found[0], str):
+            return None, found[0]
+        sources, pieces = found[0], found[1]
+        source = sources[piece] if piece < len(sources) else None
+        if source is None:
+            return None, "the rebuilt env made this piece by a call that was not seen"
+        recorded = pieces.vertices[pieces.offsets[piece]:pieces.offsets[piece + 1]]
+        if not np.array_equal(np.asarray(source["body_frame"]), recorded):
+            return None, "the rebuilt env's piece differs from the recorded one"
+        return source, ""
+
+    return hull
