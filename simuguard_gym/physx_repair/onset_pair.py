@@ -147,24 +147,25 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     or ``size`` and ``local_pose``, ``contact_offset``, ``rest_offset``; in the order the
     recording lists them, which is PhysX's), ``arrangements`` (each: ``moving`` 0 or 1, the
     ``fixed_pose`` of the body that stays, the mover's ``poses``, one per substep, the last the
-    report's substep start), ``recorded_separation``, ``tolerance``, ``bisect``. PhysX's convex
-    distance depends on which piece it takes first, and it orders a pair by body type, not by
-    anything a recording holds: the first arrangement in which PhysX lists the pieces as the
-    recording does is kept."""
+    report's substep start), ``recorded_separation``, ``tolerance``, ``bisect``. The
+    arrangements differ in the frame the pair moves in (the recorded world poses, or the poses
+    relative to the other body) and in the order PhysX lists the pieces (by body type, not by
+    anything a recording holds), and PhysX's convex distance depends on both: the first
+    arrangement that reproduces the report is kept, else the first that lists the pieces as the
+    recording does."""
     started = time.perf_counter()
     target, tolerance = float(job["recorded_separation"]), float(job["tolerance"])
 
     def reproduced(report: tuple[float, list[float]] | None) -> bool:
         return report is not None and abs(report[0] - target) <= tolerance
 
-    chosen = None
+    tried = []
     for arrangement in job["arrangements"]:
-        full, in_order = sweep(job, arrangement, len(arrangement["poses"]))
-        if chosen is None or in_order:
-            chosen = (arrangement, full, in_order)
-        if in_order is not False:
+        tried.append((arrangement, *sweep(job, arrangement, len(arrangement["poses"]))))
+        if reproduced(tried[-1][1][-1]):
             break
-    arrangement, full, in_order = chosen
+    arrangement, full, in_order = next((t for t in tried if reproduced(t[1][-1])), None) or next(
+        (t for t in tried if t[2] is not False), tried[0])
     shortest = None
     if job.get("bisect") and reproduced(full[-1]):
         lo, hi = 1, len(arrangement["poses"])  # hi reproduces; find the smallest that does

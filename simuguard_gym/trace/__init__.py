@@ -164,7 +164,9 @@ def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact"
     if not rec.header.get("contact_settings"):
         result.notes.append("the recording has no contact settings: SAPIEN's defaults were used")
     result.stock = run_engine(job)
-    result.repaired = run_engine({**job, "bisect": False}, repaired_copy(repaired))
+    # the repaired engine runs the pair as the stock one reproduced (or listed) it
+    kept = [a for a in job["arrangements"] if a["moving"] == result.stock["moving"]]
+    result.repaired = run_engine({**job, "bisect": False, "arrangements": kept}, repaired_copy(repaired))
     result.label, result.verdict = verdict(pair, gap, result.stock, result.repaired)
     result.normal_alignment = normal_alignment(result.stock["normal"], direction)
     result.normal_flipped = None if result.normal_alignment is None else result.normal_alignment < 0
