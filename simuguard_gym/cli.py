@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "since the episode began)")
     p.add_argument("--repaired", metavar="DIR", help="a repaired SAPIEN (`simuguard repair-physx --out DIR`); written "
                    "there if missing (default: a copy kept in the user's cache)")
+    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id (the "
+                   "trace rebuilds it for robot links' poses and for what the scene cooked its hulls from)")
     p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
     p.set_defaults(run=_trace)
 
@@ -533,8 +535,9 @@ def _trace(args: argparse.Namespace) -> int:
 
     if args.history is not None and args.history < 1:
         raise ValueError(f"--history must be at least 1 substep, got {args.history}")
+    env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
     try:
-        results = trace(args.file, args.event, history=args.history, repaired=args.repaired)
+        results = trace(args.file, args.event, history=args.history, repaired=args.repaired, env_fn=env_fn)
     except (RuntimeError, OSError, subprocess.SubprocessError) as error:  # the engines' runs, the repair
         print(f"simuguard trace: error: {error}", file=sys.stderr)
         return EXIT_DIVERGED

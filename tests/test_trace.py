@@ -22,6 +22,7 @@ from simuguard_gym.cli import main  # noqa: E402
 from simuguard_gym.physx_repair import gjk_probe  # noqa: E402
 from simuguard_gym.trace import targets, trace, trace_contact  # noqa: E402
 from simuguard_gym.trace.physx import FALSE_CONTACT, REAL, repaired_copy  # noqa: E402
+from simuguard_gym.trace.replayed import rebuilt_hulls  # noqa: E402
 
 from pair_scenes import OVERLAP, TwoPieceEnv  # noqa: E402
 
@@ -87,9 +88,15 @@ def test_the_deep_penetration_flag_of_a_false_contact_carries_its_label(placemen
     assert flag["contact"]["false_contact"]["false_contact"] and flag["contact"]["depth"] == flag["max_depth"]
 
 
-def test_the_pinned_sweep_recorded_under_record_physics(tmp_path, repaired):
-    """gjk_probe's sweep: 18 mm reported between pieces 6 mm apart, only with 39 steps of history."""
+def test_the_pinned_sweep_recorded_under_record_physics(tmp_path, repaired, capsys):
+    """gjk_probe's sweep: 18 mm reported between pieces 6 mm apart, only with 39 steps of history.
+    Its env has no registered id: ``env_fn`` rebuilds it, for what its hulls were cooked from."""
     paths = record_pairs("sweep", tmp_path)
+    rec = load_recording(paths[-1])
+    assert rebuilt_hulls(rec)(0)[0] is None  # nothing names the env: its recorded vertices are re-cooked
+    assert all(rebuilt_hulls(rec, TwoPieceEnv)(piece)[0] is not None for piece in (0, 1))
+    assert main(["trace", str(paths[-1]), "--env-fn", "pair_scenes:TwoPieceEnv", "--repaired", str(repaired)]) == 0
+    assert FALSE_CONTACT in capsys.readouterr().out
     results = trace(paths[-1], repaired=repaired)
     assert [r.label for r in results] == ["false_contact"]
     (result,) = results

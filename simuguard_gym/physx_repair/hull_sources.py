@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import sapien
@@ -87,18 +87,18 @@ def convex_shape(source: dict[str, Any], scale: Any, material: Any = None) -> An
     return base(source["file"], scale, material)
 
 
-def hull_sources(header: dict[str, Any]) -> list[dict[str, Any] | None]:
+def hull_sources(header: dict[str, Any], env_fn: Callable[[], Any] | None = None) -> list[dict[str, Any] | None]:
     """Per collision piece of a recording (its header), the source of a convex piece's hull:
     ``source`` (for :func:`convex_shape`), ``scale``, ``local_pose``, ``cooked`` (the hull's
     vertices as the rebuilt scene has them) and ``body_frame`` (its vertices in the body frame,
     as the recording computes them); None for primitives and for pieces whose source was not
-    seen. The env is rebuilt from the header and reset as recorded (what a replay starts from);
-    errors of that are raised."""
+    seen. The env is rebuilt as a replay rebuilds it (``env_fn()``, else from the header) and
+    reset as recorded; errors of that are raised."""
     from simuguard_gym.engines import adapter_for
     from simuguard_gym.replay.replay import build_env
 
     with watching_convex_meshes() as seen:
-        env = build_env(header)
+        env = build_env(header, env_fn)
         try:
             env.reset(seed=header.get("seed"), options=header.get("options"))
         except BaseException:

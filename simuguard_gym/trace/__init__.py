@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.reader import Recording, load_recording
@@ -113,11 +113,14 @@ def targets(rec: Recording) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def trace(recording: Recording | str | os.PathLike[str], event: int | None = None, *, history: int | None = None,
-          repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE) -> list[TraceResult]:
+          repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE,
+          env_fn: Callable[[], Any] | None = None) -> list[TraceResult]:
     """Trace the reported contacts of a recording (all of :func:`targets`, or only the
     ``event``-th), each with ``history`` substeps before it (all since the episode began by
     default). ``repaired``: a directory holding a repaired SAPIEN (written there if it does not;
-    default :func:`~simuguard_gym.trace.physx.default_repaired_copy`)."""
+    default :func:`~simuguard_gym.trace.physx.default_repaired_copy`). ``env_fn`` builds the env
+    where the recording names no registered id (as for :func:`~simuguard_gym.replay`): the trace
+    rebuilds it for the poses of robot links and for what the scene cooked its hulls from."""
     rec = recording if isinstance(recording, Recording) else load_recording(recording)
     found = targets(rec)
     if event is not None:
@@ -126,28 +129,29 @@ def trace(recording: Recording | str | os.PathLike[str], event: int | None = Non
                              f"flags); --event {event} is not among them")
         found = [found[event]]
     results = []
-    hulls = rebuilt_hulls(rec)  # the env rebuilt once for all of them, if a piece needs it
+    hulls = rebuilt_hulls(rec, env_fn)  # the env rebuilt once for all of them, if a piece needs it
     for name, source, contact in found:
         results.append(trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance,
-                                     hulls=hulls))
+                                     hulls=hulls, env_fn=env_fn))
         results[-1].source = source
     return results
 
 
 def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact", *, history: int | None = None,
                   repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE,
-                  hulls: HullSource | None = None) -> TraceResult:
+                  hulls: HullSource | None = None, env_fn: Callable[[], Any] | None = None) -> TraceResult:
     """Trace one reported contact (``substep``, ``pieces``, ``depth``, ``normal``). Convex pieces
     are rebuilt from what their scene cooked them from (``hulls``; by default the recording's
-    env rebuilt, :func:`~simuguard_gym.trace.replayed.rebuilt_hulls`), else from their recorded
-    vertices."""
+    env rebuilt, by ``env_fn()`` where given: :func:`~simuguard_gym.trace.replayed.rebuilt_hulls`),
+    else from their recorded vertices."""
     started = time.perf_counter()
     if str(rec.header.get("engine", "")).startswith("mujoco"):
         from simuguard_gym.trace.mujoco import trace_mujoco
 
         return trace_mujoco(rec, contact, name, started)
     try:
-        pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec), hulls=hulls or rebuilt_hulls(rec))
+        pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec, env_fn),
+                          hulls=hulls or rebuilt_hulls(rec, env_fn))
     except NotTraceable as error:
         return TraceResult(name, int(contact.get("substep", -1)), [], [int(p) for p in contact.get("pieces", [])],
                            -float(contact.get("depth", 0.0)), None, "not_traceable", f"not traceable: {error}",

@@ -3,7 +3,7 @@ track (robot links), read from its bit-exact replay, and the sources of its conv
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,15 +36,15 @@ class _PoseReader:
         pass
 
 
-def replayed_poses(rec: Recording) -> Any:
-    """A :data:`~simuguard_gym.trace.onset.PoseSource` that replays ``rec`` (its env rebuilt from
-    the header) and reads the bodies' poses at each substep's start."""
+def replayed_poses(rec: Recording, env_fn: Callable[[], Any] | None = None) -> Any:
+    """A :data:`~simuguard_gym.trace.onset.PoseSource` that replays ``rec`` (its env rebuilt by
+    ``env_fn()``, else from the header) and reads the bodies' poses at each substep's start."""
     from simuguard_gym.replay.replay import replay
 
     def poses(bodies: list[int], first: int, last: int) -> np.ndarray:
         reader = _PoseReader(bodies, max(first, -1), last)
         try:
-            result = replay(rec, verify="states", listeners=[reader])
+            result = replay(rec, env_fn, verify="states", listeners=[reader])
         except Exception as error:  # noqa: BLE001 - the env cannot be rebuilt here, or its replay failed
             raise NotTraceable(f"the poses of {', '.join(rec.bodies.names[b] for b in bodies)} are not recorded, "
                                f"and the replay that would read them failed: {error}") from None
@@ -59,9 +59,10 @@ def replayed_poses(rec: Recording) -> Any:
     return poses
 
 
-def rebuilt_hulls(rec: Recording) -> HullSource:
-    """A :data:`~simuguard_gym.trace.onset.HullSource` for ``rec``: its env rebuilt once, on the
-    first piece asked for, with SAPIEN's convex-mesh constructors watched
+def rebuilt_hulls(rec: Recording, env_fn: Callable[[], Any] | None = None) -> HullSource:
+    """A :data:`~simuguard_gym.trace.onset.HullSource` for ``rec``: its env rebuilt once (by
+    ``env_fn()``, else from the header), on the first piece asked for, with SAPIEN's convex-mesh
+    constructors watched
     (:func:`~simuguard_gym.physx_repair.hull_sources.hull_sources`); a piece's source is given
     only where the rebuilt piece is, in its body's frame, bit for bit the recorded one."""
     found: list[Any] = []
@@ -71,7 +72,7 @@ def rebuilt_hulls(rec: Recording) -> HullSource:
             try:
                 from simuguard_gym.physx_repair.hull_sources import hull_sources
 
-                found.extend([hull_sources(rec.header), CollisionPieces.from_dict(rec.header["collision_pieces"])])
+                found.extend([hull_sources(rec.header, env_fn), CollisionPieces.from_dict(rec.header["collision_pieces"])])
             except Exception as error:  # noqa: BLE001 - no SAPIEN here, or the env cannot be rebuilt
                 found.append(f"the env could not be rebuilt to see what its hulls were cooked from ({error})")
         if isinstance(found[0], str):
