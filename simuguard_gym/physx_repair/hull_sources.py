@@ -49,7 +49,7 @@ def watching_convex_meshes() -> Iterator[dict[int, tuple[Any, dict[str, Any]]]]:
 
     class Watched(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **kwargs)  # SAPIEN accepted the call: its first argument is points or a file
             given = kwargs.get("filename", kwargs.get("vertices", args[0] if args else None))
             if isinstance(given, (str, os.PathLike)):
                 seen[id(self)] = (self, {"file": os.fspath(given)})
