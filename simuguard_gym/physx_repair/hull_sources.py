@@ -97,20 +97,17 @@ def hull_sources(header: dict[str, Any], env_fn: Callable[[], Any] | None = None
     from simuguard_gym.engines import adapter_for
     from simuguard_gym.replay.replay import build_env
 
-    with watching_convex_meshes() as seen:
-        env = build_env(header, env_fn)
-        try:
-            env.reset(seed=header.get("seed"), options=header.get("options"))
-        except BaseException:
-            env.close()
-            raise
+    env = None
     try:
+        with watching_convex_meshes() as seen:  # the reset too: ManiSkill builds its scene there
+            env = build_env(header, env_fn)
+            env.reset(seed=header.get("seed"), options=header.get("options"))
         adapter = adapter_for(env)
         adapter.refresh()
         out: list[dict[str, Any] | None] = []
         for shape, piece in zip(adapter.collision_shapes(), adapter.collision_pieces()):
-            known = seen.get(id(shape))
-            if known is None or known[0] is not shape or piece is None:
+            known = seen.get(id(shape))  # seen holds every watched shape, so an id is never reused
+            if known is None or piece is None:
                 out.append(None)
                 continue
             pose = shape.local_pose
@@ -119,4 +116,5 @@ def hull_sources(header: dict[str, Any], env_fn: Callable[[], Any] | None = None
                         "cooked": np.asarray(shape.vertices, np.float32).tolist(), "body_frame": piece[1]})
         return out
     finally:
-        env.close()
+        if env is not None:
+            env.close()

@@ -3,6 +3,7 @@ track (robot links), read from its bit-exact replay, and the sources of its conv
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -65,19 +66,20 @@ def rebuilt_hulls(rec: Recording, env_fn: Callable[[], Any] | None = None) -> Hu
     constructors watched
     (:func:`~simuguard_gym.physx_repair.hull_sources.hull_sources`); a piece's source is given
     only where the rebuilt piece is, in its body's frame, bit for bit the recorded one."""
-    found: list[Any] = []
+    @functools.cache
+    def rebuilt() -> tuple[list[dict[str, Any] | None], CollisionPieces] | str:
+        try:
+            from simuguard_gym.physx_repair.hull_sources import hull_sources
+
+            return hull_sources(rec.header, env_fn), CollisionPieces.from_dict(rec.header["collision_pieces"])
+        except Exception as error:  # noqa: BLE001 - no SAPIEN here, or the env cannot be rebuilt
+            return f"the env could not be rebuilt to see what its hulls were cooked from ({error})"
 
     def hull(piece: int) -> tuple[dict[str, Any] | None, str]:
-        if not found:
-            try:
-                from simuguard_gym.physx_repair.hull_sources import hull_sources
-
-                found.extend([hull_sources(rec.header, env_fn), CollisionPieces.from_dict(rec.header["collision_pieces"])])
-            except Exception as error:  # noqa: BLE001 - no SAPIEN here, or the env cannot be rebuilt
-                found.append(f"the env could not be rebuilt to see what its hulls were cooked from ({error})")
-        if isinstance(found[0], str):
-            return None, found[0]
-        sources, pieces = found[0], found[1]
+        found = rebuilt()
+        if isinstance(found, str):
+            return None, found
+        sources, pieces = found
         source = sources[piece] if piece < len(sources) else None
         if source is None:
             return None, "the rebuilt env made this piece by a call that was not seen"
