@@ -1,6 +1,12 @@
 """Doctest collection: modules of optional dependencies are skipped where they are not installed."""
 
 import importlib.util
+import os
+import tempfile
+
+# The tests' recordings are signed with a key of their own, never the user's (recording/trust.py);
+# set in the environment, so that the processes the tests start use it too.
+os.environ.setdefault("SIMUGUARD_CONFIG_DIR", tempfile.mkdtemp(prefix="simuguard-test-config-"))
 
 collect_ignore = []
 collect_ignore_glob = []

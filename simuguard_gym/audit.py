@@ -3,13 +3,21 @@
 One recording per episode, named by seed (``seed_000116.msgpack``), a run manifest (versions,
 command, config, seeds) and, at the end, the score table and its report. A run resumes: rerun the
 same command and the finished episodes are kept, a half-written one is redone. A directory that
-holds another run is refused unless ``force``. ``workers`` > 1 runs episodes in that many local
-processes, ``ray`` as tasks on a Ray cluster; an episode's outcome depends only on its seed, so the
-results are those of one worker.
+holds another run, or recordings not signed by this user, is refused unless ``force``; one that
+another audit is running on is refused, naming its pid (:func:`lock_directory`). ``workers`` > 1
+runs episodes in that many local processes, ``ray`` as tasks on a Ray cluster; an episode's
+outcome depends only on its seed, so the results are those of one worker.
+
+A run survives any stop: Ctrl-C or SIGTERM (:func:`stopping_on_signals`) stops the workers with it
+and leaves the episode it interrupted as a ``.partial`` file, which a resume redoes; an episode
+whose recording could not be written (a full disk) is named as not recorded, never scored.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import importlib
 import importlib.metadata
 import importlib.util
@@ -17,24 +25,32 @@ import inspect
 import json
 import logging
 import multiprocessing
+import os
 import platform
+import signal
 import sys
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, Iterator
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from simuguard_gym import __version__
+from simuguard_gym.output_files import write_output
 from simuguard_gym.policy import BatchChunkPlayer, ChunkPlayer, load_policy
+from simuguard_gym.recording import trust
 from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
-from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import Intervention, default_intervention
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+#: The file an audit holds a lock on while it runs (:func:`lock_directory`).
+LOCK = ".simuguard-audit.lock"
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,12 @@ class AuditConfig:
             Intervention.parse(self.intervention)
         if self.policy != "scripted":  # the expert is the env's own: checked when the env exists
             load_policy(self.policy)  # fails here, before any episode, if it does not import
+
+    def make_env(self) -> gym.Env:
+        """The env the run evaluates, as its episodes build it: its reruns and videos are made in
+        it, not in whatever a file in the directory names."""
+        register(self.env_id)
+        return gym.make(self.env_id, **self.env_kwargs)
 
 
 def register(env_id: str) -> None:
@@ -115,9 +137,69 @@ def episode_name(seed: int) -> str:
     return f"seed_{seed:06d}"
 
 
-def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list[str]) -> list[int]:
-    """Create or resume ``out``; returns the seeds still to run."""
+def out_directory(out: Path) -> Path:
+    """``--out`` made where missing; a clear error where it names a file."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; an audit's --out is a directory (made if missing)")
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def lock_directory(out: Path) -> int:
+    """Hold ``out`` for this audit until the process ends (the kernel's lock: it goes with the
+    process however it ends); a second audit on it is refused, naming this one's pid. Returns
+    the lock's file descriptor."""
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ValueError(f"{out} is in use by another audit (pid {holder}); wait for it to end or stop it, "
+                         "or use another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+#: The signals that stopped the run, while :func:`stopping_on_signals` holds.
+_stopped_by: list[str] = []
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP stop the run: a KeyboardInterrupt in the main thread, so that its
+    workers are stopped and the interrupted episode is left as a ``.partial``. The stop is also
+    remembered and raised again between env steps (:func:`check_stopped`): Python drops an
+    exception raised while it runs its fork handlers (a recorder's helper process starting)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        _stopped_by.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt(f"stopped by {_stopped_by[-1]}")
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _stopped_by.clear()
+
+
+def check_stopped() -> None:
+    """Raise the stop a signal asked for, where its first KeyboardInterrupt was lost."""
+    if _stopped_by:
+        raise KeyboardInterrupt(f"stopped by {_stopped_by[0]}")
+
+
+def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list[str]) -> list[int]:
+    """Create or resume ``out``; returns the seeds still to run. What an interrupted run left of
+    an episode (its ``.partial``, a recording it cut short, side files of either) is removed, and
+    the episode redone."""
+    out_directory(out)
     manifest = out / MANIFEST
     if manifest.exists():
         previous = json.loads(manifest.read_text()).get("config")
@@ -129,26 +211,43 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
                 path.unlink()
     elif any(out.glob(f"*{FILE_SUFFIX}")) and not force:
         raise ValueError(f"{out} holds recordings of another run (no {MANIFEST}); use another --out or --force")
-    manifest.write_text(json.dumps({
+    write_output(manifest, json.dumps({
         "simuguard_version": __version__, "python": platform.python_version(), "platform": platform.platform(),
         "command": command, "config": _plain(asdict(config)), "seeds": config.seeds(), "versions": _versions(),
     }, indent=2))
+    for unfinished in out.glob(f"*{PARTIAL_SUFFIX}"):
+        unfinished.unlink()  # a recording, a side file or a report file never finished (the run holds out)
     todo = []
     for seed in config.seeds():
         path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
-        (out / f"{path.name}.rerun.json.partial").unlink(missing_ok=True)  # a result never finished
-        for stale in (out / f"{path.name}{PARTIAL_SUFFIX}", out / f"{path.name}.rerun.json"):
-            if stale.exists() and not path.exists():
-                stale.unlink()  # half-written: redone
-        if path.exists():
-            try:
-                if load_recording(path).complete:
-                    continue
-            except RecordingError:
-                pass
-            path.unlink()
+        rec = _finished(path, force)
+        if rec is not None:
+            continue
+        for stale in out.glob(f"{path.name}*"):
+            stale.unlink()  # the rest of an episode that is redone: its rerun, trace
+        path.with_suffix(".mp4").unlink(missing_ok=True)
         todo.append(seed)
     return todo
+
+
+def _finished(path: Path, force: bool) -> Recording | None:
+    """The episode's recording where the run finished it: complete, ended by the env (not cut by
+    an interruption), made by this user (an audit never scores files others put in its
+    directory: with ``force`` they are redone)."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        rec = load_recording(path)
+    except RecordingError:
+        return None
+    if not trust.signed_by_user(rec.header):
+        if not force:
+            raise ValueError(f"{path} was not recorded by you (it is not signed with your key); an audit resumes "
+                             "only its own episodes: use another --out, or --force to redo it")
+        return None
+    if (rec.footer or {}).get("ended") not in ("terminated", "truncated"):
+        return None
+    return rec
 
 
 def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
@@ -176,9 +275,13 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
                     raise _failure(f"the policy raised at seed {seed}, step {steps}", error) from None
                 obs, _, terminated, truncated, info = env.step(action)
                 steps += 1
+                check_stopped()
             summaries.append(_summary(seed, steps, info))
             if progress is not None:
                 progress(summaries[-1])
+    except BaseException:
+        recorder.discard_episode()  # an interrupted episode stays a .partial, redone on resume
+        raise
     finally:
         env.close()
     return summaries
@@ -189,9 +292,8 @@ def _audited_env(config: AuditConfig, out: Path) -> tuple[gym.Env, Any]:
     from simuguard_gym.wrappers.depenetration_rerun import DepenetrationRerun
     from simuguard_gym.wrappers.record_physics import RecordPhysics
 
-    register(config.env_id)
     try:
-        base = gym.make(config.env_id, **config.env_kwargs)
+        base = config.make_env()
     except Exception as error:  # noqa: BLE001 - said in one line, the traceback under -v
         raise _failure(f"{config.env_id} could not be built with --env-kwargs {json.dumps(config.env_kwargs)}",
                        error) from None
@@ -201,11 +303,18 @@ def _audited_env(config: AuditConfig, out: Path) -> tuple[gym.Env, Any]:
 
 
 def _summary(seed: int, steps: int, info: dict[str, Any]) -> dict[str, Any]:
+    """An episode's line: its outcome, or why it was not recorded (``not_recorded``: the file could
+    not be written, e.g. on a full disk; such an episode is never scored)."""
     ours = info.get("simuguard", {})
+    not_recorded = None
+    if not ours.get("recording"):
+        errors = ours.get("errors") or []
+        not_recorded = (f"{errors[0].get('type')}: {errors[0].get('message')}" if errors
+                        else "no recording was written")
     return {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
             "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
             "rerun_unscored": (ours.get("rerun") or {}).get("unscored"),
-            "events": [e["onset_substep"] for e in ours.get("events", [])]}
+            "events": [e["onset_substep"] for e in ours.get("events", [])], "not_recorded": not_recorded}
 
 
 def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
@@ -248,6 +357,7 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
                     continue
                 obs[i], _, terminated, truncated, infos[i] = stacks[i][0].step(actions[i])
                 steps[i] += 1
+                check_stopped()
                 if terminated or truncated:
                     summaries.append(_summary(seed, steps[i], infos[i]))
                     if progress is not None:
@@ -255,6 +365,10 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
                     running[i] = None
                     if pending:
                         start(i)
+    except BaseException:
+        for _, recorder in stacks:
+            recorder.discard_episode()  # interrupted episodes stay .partial files, redone on resume
+        raise
     finally:
         for env, _ in stacks:
             env.close()
@@ -284,14 +398,13 @@ def redo_reruns(config: AuditConfig, out: Path, seeds: list[int]) -> list[dict[s
     from simuguard_gym.replay.rerun import rerun
     from simuguard_gym.scoring.report import write_rerun
 
-    register(config.env_id)
     done = []
     for seed in seeds:
         path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
         try:
             rec = load_recording(path)
             change = config.intervention or default_intervention(rec.header.get("engine", ""))
-            result = rerun(rec, change).to_dict()
+            result = rerun(rec, change, env_fn=config.make_env).to_dict()
             write_rerun(path, result)
         except Exception as error:  # noqa: BLE001 - one rerun that fails leaves its score uncorrected, the run goes on
             logger.warning("simuguard audit: the rerun of seed %d failed: %s", seed, error)
@@ -318,11 +431,23 @@ def write_videos(out: Path, seeds: list[int], env_fn: Callable[[], Any] | None =
     return reasons
 
 
-def _worker(payload: tuple[dict[str, Any], str, list[int]]) -> list[dict[str, Any]]:
-    config, out, seeds = payload
+def _worker(payload: tuple[dict[str, Any], str, list[int], bytes | None]) -> list[dict[str, Any]]:
+    config, out, seeds, key = payload
+    if key is not None:  # a Ray node: the recordings are signed with the user's key, as local ones are
+        trust.use_key(key)
     if config.get("sapien_path") is not None:  # a repaired SAPIEN copy, imported instead of the installed one
         sys.path.insert(0, config["sapien_path"])
     return run_episodes(AuditConfig(**config), Path(out), seeds)
+
+
+def _die_with_parent() -> None:
+    """A local worker ends when the audit's process does, however that ends (Linux's parent-death
+    signal): no worker goes on writing into a directory its run has left."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    if os.getppid() == 1:  # the parent ended before the signal was asked for
+        os._exit(1)
 
 
 def run_parallel(config: AuditConfig, out: Path, seeds: list[int], workers: int,
@@ -335,8 +460,9 @@ def run_parallel(config: AuditConfig, out: Path, seeds: list[int], workers: int,
     parts = [seeds[i::workers] for i in range(workers)]
     context = multiprocessing.get_context("spawn")
     results: list[dict[str, Any]] = []
-    with context.Pool(workers) as pool:
-        for part in pool.imap_unordered(_worker, [(asdict(config), str(out), p) for p in parts if p]):
+    # Leaving the block on any exception (Ctrl-C, SIGTERM made one) terminates the workers.
+    with context.Pool(workers, initializer=_die_with_parent) as pool:
+        for part in pool.imap_unordered(_worker, [(asdict(config), str(out), p, None) for p in parts if p]):
             for summary in part:
                 results.append(summary)
                 if progress is not None:
@@ -356,15 +482,21 @@ def run_ray(config: AuditConfig, out: Path, seeds: list[int], address: str,
         ray.init(address=None if address in ("auto", "local") else address, log_to_driver=False,
                  include_dashboard=False)
     task = ray.remote(_worker)
-    pending = [task.remote((asdict(config), str(out), [seed])) for seed in seeds]
+    key = trust.user_key()
+    pending = [task.remote((asdict(config), str(out), [seed], key)) for seed in seeds]
     results: list[dict[str, Any]] = []
-    while pending:
-        ready, pending = ray.wait(pending)
-        for part in ray.get(ready):
-            for summary in part:
-                results.append(summary)
-                if progress is not None:
-                    progress(summary)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending)
+            for part in ray.get(ready):
+                for summary in part:
+                    results.append(summary)
+                    if progress is not None:
+                        progress(summary)
+    except BaseException:
+        for ref in pending:  # stopped: the tasks still queued or running go with the run
+            ray.cancel(ref, force=True)
+        raise
     return sorted(results, key=lambda s: s["seed"])
 
 

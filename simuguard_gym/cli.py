@@ -15,11 +15,17 @@ import numpy as np
 from simuguard_gym import __version__
 from simuguard_gym.audit import AuditRunError
 from simuguard_gym.import_spec import load_callable
+from simuguard_gym.output_files import write_output
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import DEFAULTS
 
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
+#: A run stopped by Ctrl-C (or SIGTERM, during an audit): as a shell reports SIGINT.
+EXIT_INTERRUPTED = 130
+ENV_FN_HELP = "MODULE:CALLABLE that builds the env (your own code), for envs without a registered id"
+TRUST_HELP = ("run the code the recording names to rebuild its env (an env factory, a module), though it is not "
+              "signed by you; only for files from authors you trust (docs/security.md)")
 #: Every subcommand's ``--out`` is a directory; the files in it are named after their inputs.
 OUT_HELP = "directory to write {what} in, named after its {where} (default: beside the {where})"
 
@@ -39,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if one "
                        "diverged or could not be replayed (the others are still replayed), 2 if none was given")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
-    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--env-fn", help=ENV_FN_HELP)
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
     p.set_defaults(run=_replay)
 
@@ -61,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "since the episode began)")
     p.add_argument("--repaired", metavar="DIR", help="a repaired SAPIEN (`simuguard repair-physx --out DIR`); written "
                    "there if missing (default: a copy kept in the user's cache)")
-    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id (the "
-                   "trace rebuilds it for robot links' poses and for what the scene cooked its hulls from)")
+    p.add_argument("--env-fn", help=ENV_FN_HELP + " (the trace rebuilds it for robot links' poses and for what the "
+                   "scene cooked its hulls from)")
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
     p.set_defaults(run=_trace)
 
@@ -72,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a recording (.msgpack)")
     p.add_argument("--out", help=OUT_HELP.format(what="the .rrd", where="recording"))
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
-    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--env-fn", help=ENV_FN_HELP)
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--recorded-only", action="store_true", help="no replay: only what the recording holds "
                    "(tracked bodies, recorded convex pieces, speeds, events)")
     p.set_defaults(run=_view)
@@ -86,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=256, help="frame height and width in pixels (default 256)")
     p.add_argument("--event", type=int, help="the detector event to mark (default: the first contact artifact)")
     p.add_argument("--flagged", action="store_true", help="only recordings that hold a contact artifact")
-    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--env-fn", help=ENV_FN_HELP)
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=_video)
 
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
@@ -102,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when the change takes effect: before-onset (--lead seconds before the first artifact's "
                    "onset; default) or start (from the first substep)")
     p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
-    p.add_argument("--env-fn", help="MODULE:CALLABLE that builds the env, for envs without a registered id")
+    p.add_argument("--env-fn", help=ENV_FN_HELP)
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object instead of text")
     p.set_defaults(run=_rerun)
 
@@ -121,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write report.csv/json (default: the directory)")
     p.add_argument("--no-trace", action="store_true", help="do not trace the PhysX artifacts that have no trace "
                    "yet (`simuguard trace`, a few seconds each; their verdicts go in the HTML report)")
+    p.add_argument("--trust", action="store_true", help="let the replays the report makes (traces, robot-link "
+                   "speeds) run the code the recordings name, though they are not signed by you")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
@@ -222,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # devnull so that the interpreter's last flush at exit does not fail on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except KeyboardInterrupt as stop:
+        print(f"simuguard {args.command}: {str(stop) or 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - anything else: one line, the traceback under -v
+        logging.info("simuguard %s", args.command, exc_info=True)
+        print(f"simuguard {args.command}: error: {_error_text(error)} (-v for the traceback)", file=sys.stderr)
+        return EXIT_DIVERGED
 
 
 def run_time_estimate(first_seconds: float, remaining: int, workers: int) -> str:
@@ -278,6 +298,7 @@ def describe(rec: Recording) -> str:
         f"schema     {h.get('schema')}  simuguard-gym {h.get('package_version')}",
         f"engine     {h.get('engine')} {h.get('engine_version')}  substep {_seconds(h.get('substep_dt'))}",
         f"env        {env.get('id') or env.get('class')}  kwargs {_shorten(repr(env.get('kwargs', {})))}",
+        _signature_line(h),
         f"seed       {h.get('seed')}  options {h.get('options')}",
         f"substeps   {rec.substeps}  ({rec.substeps * rec.substep_dt:.3f} s)",
     ]
@@ -319,6 +340,18 @@ def describe(rec: Recording) -> str:
     return "\n".join(lines)
 
 
+def _signature_line(header: dict[str, Any]) -> str:
+    """Whether the file is the user's own, and the code it names (run only where it is)."""
+    from simuguard_gym.recording.trust import signed_by_user
+    from simuguard_gym.replay.rebuild import named_code
+
+    code = ", ".join(named_code(header)) or "none"
+    if signed_by_user(header):
+        return f"signed     yes, by you; code it names: {code}"
+    return (f"signed     no (another user's file, or edited); code it names: {code} (run only with --trust; "
+            "or replay with --env-fn)")
+
+
 def _shorten(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -340,7 +373,7 @@ def _replay(args: argparse.Namespace) -> int:
             _replay_failed(path, f"{path}: no such file or directory", args.json)
             continue
         try:
-            result = replay(path, env_fn=env_fn)
+            result = replay(path, env_fn=env_fn, trust=args.trust)
         except Exception as error:  # noqa: BLE001 - one file that cannot be replayed does not stop the others
             logging.info("simuguard replay: %s", path, exc_info=True)  # the traceback, with --verbose
             failed += 1
@@ -382,7 +415,8 @@ def _video(args: argparse.Namespace) -> int:
             continue
         target = None if out is None else out / (Path(path).stem + ".mp4")
         try:
-            video = write_video(path, target, env_fn=env_fn, camera=args.camera, size=args.size, event=args.event)
+            video = write_video(path, target, env_fn=env_fn, camera=args.camera, size=args.size, event=args.event,
+                                trust=args.trust)
         except Exception as error:  # noqa: BLE001 - one recording without a video does not stop the others
             logging.info("simuguard video: %s", path, exc_info=True)
             failed += 1
@@ -493,7 +527,11 @@ def _recording_files(paths: Sequence[str], *, partial: bool = False, command: st
                 found += sorted(given.glob("*.msgpack.partial"))
             if not found:
                 print(f"simuguard {command}: no recordings in {given}", file=sys.stderr)
-            files += found
+            for path in found:
+                if path.is_file():
+                    files.append(path)
+                else:  # a FIFO would block the reader forever
+                    print(f"simuguard {command}: skipped {path}: not a regular file", file=sys.stderr)
         else:
             files.append(given)
     return files
@@ -537,7 +575,8 @@ def _trace(args: argparse.Namespace) -> int:
         raise ValueError(f"--history must be at least 1 substep, got {args.history}")
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
     try:
-        results = trace(args.file, args.event, history=args.history, repaired=args.repaired, env_fn=env_fn)
+        results = trace(args.file, args.event, history=args.history, repaired=args.repaired, env_fn=env_fn,
+                        trust=args.trust)
     except (RuntimeError, OSError, subprocess.SubprocessError) as error:  # the engines' runs, the repair
         print(f"simuguard trace: error: {error}", file=sys.stderr)
         return EXIT_DIVERGED
@@ -552,7 +591,7 @@ def _trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def trace_artifacts(files: list[Any]) -> list[str]:
+def trace_artifacts(files: list[Any], trust: bool = False) -> list[str]:
     """Trace every PhysX recording of ``files`` with a contact artifact and no trace beside it
     (see :func:`_report`); returns a line per recording that could not be traced."""
     from simuguard_gym.detection import detect
@@ -570,7 +609,7 @@ def trace_artifacts(files: list[Any]) -> list[str]:
             events = ((rec.footer or {}).get("detector") or {}).get("events")
             if not any(e.get("artifact") for e in (events if events is not None else detect(rec).events)):
                 continue
-            save_traces(path, trace(rec))
+            save_traces(path, trace(rec, trust=trust))
         except (RecordingError, RuntimeError, OSError, ValueError, subprocess.SubprocessError) as error:
             problems.append(f"{path}: not traced: {error}")
     return problems
@@ -588,7 +627,8 @@ def _view(args: argparse.Namespace) -> int:
         raise ValueError("--stride must be at least 1")
     out = output_directory(args.out, ".rrd", Path(args.file).parent) / (Path(args.file).stem + ".rrd")
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    export = export_rrd(args.file, out, args.stride, env_fn=env_fn, replayed=not args.recorded_only)
+    export = export_rrd(args.file, out, args.stride, env_fn=env_fn, replayed=not args.recorded_only,
+                        trust=args.trust)
     if export.note:
         print(f"note: {export.note}")
     source = "from the replay" if export.replayed else "from the recording"
@@ -608,7 +648,7 @@ def _rerun(args: argparse.Namespace) -> int:
 
         change = default_intervention(load_recording(args.file).header.get("engine", ""))
     result = rerun(args.file, change, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn,
-                   mode=args.mode)
+                   mode=args.mode, trust=args.trust)
     if args.json:
         print(json.dumps(result.to_dict()))
         return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
@@ -657,16 +697,19 @@ def _report(args: argparse.Namespace) -> int:
     out = Path(args.out or args.directory)
     for path in write_report(rows, out, paired, skipped):
         print(f"wrote {path}")
+    recordings = [p for p in sorted(Path(args.directory).glob("*.msgpack")) if p.is_file()]
     if not args.no_trace:  # each PhysX artifact's verdict in the HTML report
-        for problem in trace_artifacts(sorted(Path(args.directory).glob("*.msgpack"))):
+        for problem in trace_artifacts(recordings, args.trust):
             print(f"simuguard report: {problem}", file=sys.stderr)
     try:
+        import functools
+
         from simuguard_gym.scoring.html_report import write_html_report
 
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
-        print(f"wrote {write_html_report(args.directory, rows, out, robot_link_speeds, skipped, paired)[0]} "
-              "(with its plots)")
+        speeds = functools.partial(robot_link_speeds, trust=args.trust)
+        print(f"wrote {write_html_report(args.directory, rows, out, speeds, skipped, paired)[0]} (with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
@@ -705,9 +748,7 @@ def _audit(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from simuguard_gym.audit import (AuditConfig, missing_reruns, prepare_directory, redo_reruns, run_parallel,
-                                     run_ray, write_videos)
-    from simuguard_gym.scoring.report import format_table, report, write_report
+    from simuguard_gym.audit import AuditConfig, lock_directory, out_directory, stopping_on_signals
 
     try:
         kwargs = json.loads(args.env_kwargs)
@@ -724,7 +765,52 @@ def _audit(args: argparse.Namespace) -> int:
                          str(Path(args.repaired_physx).resolve()) if args.repaired_physx else None,
                          args.num_envs)
     config.check()
-    out = Path(args.out)
+    out = out_directory(Path(args.out))
+    lock = lock_directory(out)  # a second audit on --out is refused while this one runs
+    try:
+        with stopping_on_signals():
+            lost = _run_audit(args, config, out)
+            return _audit_report(args, config, out, lost)
+    finally:
+        os.close(lock)
+
+
+def _audit_report(args: argparse.Namespace, config: Any, out: Any, lost: list[dict[str, Any]]) -> int:
+    """The audit's table and report files, the episodes it could not record named."""
+    from simuguard_gym.audit import episode_name, write_videos
+    from simuguard_gym.recording.format import FILE_SUFFIX
+    from simuguard_gym.scoring.report import format_table, report, write_report
+
+    skipped = [f"{out / episode_name(e['seed'])}{FILE_SUFFIX}: not recorded: {e['not_recorded']}" for e in lost]
+    for problem in skipped:
+        print(f"simuguard audit: {problem}", file=sys.stderr)
+    if lost:
+        print(f"simuguard audit: {counted(len(lost), 'episode')} not recorded (seeds "
+              f"{', '.join(str(e['seed']) for e in lost)}): not scored; run the same command again to redo them",
+              file=sys.stderr)
+    rows, _ = report(out, skipped=skipped)
+    for problem in skipped[len(lost):]:  # not scored: named here, in report.json and in report.html
+        print(f"simuguard audit: skipped {problem}", file=sys.stderr)
+    print(format_table(rows))
+    paths = write_report(rows, out, skipped=skipped)
+    no_video = {} if args.no_videos else write_videos(out, config.seeds(), env_fn=config.make_env)
+    try:
+        from simuguard_gym.scoring.html_report import write_html_report
+
+        from simuguard_gym.replay.link_speeds import robot_link_speeds
+
+        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds, skipped, no_video=no_video)[0])
+    except ImportError:
+        pass
+    print(f"report: {', '.join(str(p) for p in paths)}")
+    return EXIT_DIVERGED if lost else EXIT_OK
+
+
+def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str, Any]]:
+    """The audit's episodes in ``out`` (those a resume still needs); returns the summaries of the
+    episodes that could not be recorded."""
+    from simuguard_gym.audit import missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
+
     todo = prepare_directory(out, config, args.force, sys.argv)
     done = len(config.seeds()) - len(todo)
     # An episode counts as done only with everything its scores need: a run killed after a
@@ -735,17 +821,17 @@ def _audit(args: argparse.Namespace) -> int:
               + (f" ({done} already done)" if done else ""), flush=True)
     count = [done]
     bar = _progress_bar(config.episodes, done, args.quiet)
-
     started = time.monotonic()
 
     def progress(episode: dict) -> None:
         count[0] += 1
         flag = "  CONTACT ARTIFACT" + _rerun_outcome(episode, ", rerun ") if episode["artifact"] else ""
-        line = (f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: "
-                f"{'success' if episode['success'] else 'failure'}{flag}")
+        outcome = (f"NOT RECORDED ({episode['not_recorded']})" if episode.get("not_recorded")
+                   else "success" if episode["success"] else "failure")
+        line = f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: {outcome}{flag}"
         if bar is not None:
             bar.update(1)
-            if flag:
+            if flag or episode.get("not_recorded"):
                 bar.write(line)
         elif not args.quiet:
             print(line, flush=True)
@@ -753,37 +839,24 @@ def _audit(args: argparse.Namespace) -> int:
             estimate = run_time_estimate(time.monotonic() - started, len(todo) - 1, args.workers)
             (bar.write if bar is not None else print)(f"  first episode in {time.monotonic() - started:.1f} s: {estimate}")
 
-    for redone in redo_reruns(config, out, unrerun):
-        if not args.quiet:
-            print(f"  seed {redone['seed']}: its rerun was missing (an interrupted run) and is redone: "
-                  f"{'success' if redone['rerun']['success'] else 'failure'}", flush=True)
     try:
+        for redone in redo_reruns(config, out, unrerun):
+            if not args.quiet:
+                print(f"  seed {redone['seed']}: its rerun was missing (an interrupted run) and is redone: "
+                      f"{'success' if redone['rerun']['success'] else 'failure'}", flush=True)
         if args.ray:
             if config.sapien_path is not None:
                 raise ValueError("--ray and --repaired-physx do not combine (the repaired copy is local)")
-            run_ray(config, out, todo, args.ray, progress)
+            summaries = run_ray(config, out, todo, args.ray, progress)
         else:
-            run_parallel(config, out, todo, args.workers, progress)
+            summaries = run_parallel(config, out, todo, args.workers, progress)
+    except KeyboardInterrupt as stop:
+        raise KeyboardInterrupt(f"{str(stop) or 'interrupted'}: {count[0]} of {config.episodes} episodes done; the "
+                                "same command resumes the run (an interrupted episode is redone)") from None
     finally:
         if bar is not None:
             bar.close()
-    skipped: list[str] = []
-    rows, _ = report(out, skipped=skipped)
-    for problem in skipped:  # not scored: named here, in report.json and in report.html
-        print(f"simuguard audit: skipped {problem}", file=sys.stderr)
-    print(format_table(rows))
-    paths = write_report(rows, out, skipped=skipped)
-    no_video = {} if args.no_videos else write_videos(out, config.seeds())
-    try:
-        from simuguard_gym.scoring.html_report import write_html_report
-
-        from simuguard_gym.replay.link_speeds import robot_link_speeds
-
-        paths.insert(0, write_html_report(out, rows, out, robot_link_speeds, skipped, no_video=no_video)[0])
-    except ImportError:
-        pass
-    print(f"report: {', '.join(str(p) for p in paths)}")
-    return EXIT_OK
+    return [e for e in summaries if e.get("not_recorded")]
 
 
 def _progress_bar(total: int, done: int, quiet: bool) -> Any:
@@ -851,7 +924,7 @@ def _audit_init(args: argparse.Namespace) -> int:
     print(json.dumps(results, default=float) if args.json else libero_audit.table(audits))
     if args.out:
         out = output_directory(args.out, ".json", None) / "audit_init.json"
-        out.write_text(json.dumps(results, indent=1, default=float))
+        write_output(out, json.dumps(results, indent=1, default=float))
         print(f"wrote {out}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
 
@@ -877,7 +950,7 @@ def _identify(args: argparse.Namespace) -> int:
     print(f"{len(series)} samples at {series.dt * 1000:.3g} ms; {result.method}, {result.seconds:.2f} s in all"
           f"{' (' + fits + ')' if fits else ''}; pose loss {result.pose_loss:.4g}")
     print(result.table())
-    out.write_text(json.dumps(result.as_dict(), indent=1))
+    write_output(out, json.dumps(result.as_dict(), indent=1))
     print(f"wrote {out}")
     return EXIT_OK
 

@@ -20,9 +20,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from simuguard_gym.output_files import output, refuse_link
 from simuguard_gym.physics.adapter import Renders
 from simuguard_gym.physics.camera import Camera
-from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.reader import Recording
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import recording_of
 from simuguard_gym.replay.replay import replay
 
 ONSET_COLOUR = np.array([230, 30, 30], np.uint8)  # the frame's border from the onset on
@@ -45,20 +48,24 @@ class Video:
 
 def write_video(recording: Recording | str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
                 env_fn: Callable[[], Any] | None = None, camera: str | None = None, size: int = 256,
-                event: int | None = None) -> Video:
+                event: int | None = None, trust: bool = False) -> Video:
     """Render ``recording``'s episode from its replay into ``out`` (default: beside it, ``.mp4``).
 
     ``event`` picks the detector event to mark (default: the first contact artifact, else the
-    first event; none: no marks). ``size`` is the frame's height and width in pixels (even).
+    first event; none: no marks). ``size`` is the frame's height and width in pixels (even). The
+    env is rebuilt as :func:`~simuguard_gym.replay` rebuilds it (``env_fn``, ``trust``), in a child
+    process where the file is not signed by this user.
 
     >>> from simuguard_gym.video import write_video
     >>> write_video("recordings/seed_000003.msgpack").frames        # doctest: +SKIP
     100
     """
-    rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    _pyav()  # before the replay, not after it
+    rec = recording_of(recording, trust)
     if rec.path is None and out is None:
         raise ValueError("name the video's path: out=...")
     path = Path(out) if out is not None else Path(str(rec.path).removesuffix(".msgpack") + ".mp4")
+    refuse_link(path)  # before the replay, not after it
     size = int(size)
     if size < 16 or size % 2:
         raise ValueError(f"size must be an even number of pixels >= 16, got {size}")
@@ -67,30 +74,30 @@ def write_video(recording: Recording | str | os.PathLike[str], out: str | os.Pat
     if not ends:
         raise ValueError(f"{rec.path} records no env steps (its footer has no step_substeps)")
     onset, body = _marked_event(footer, event)
-    frames = _Frames(ends, camera, size, onset, body)
-    result = replay(rec, env_fn, listeners=[frames])
-    if frames.error is not None:
-        raise frames.error
-    if not frames.images:
-        raise RuntimeError(f"the replay of {rec.path} rendered no frame ({result.message})")
-    step_seconds = (ends[0] if len(ends) == 1 else ends[1] - ends[0]) * float(rec.header["substep_dt"])
-    fps = float(np.clip(round(1.0 / step_seconds) if step_seconds > 0 else 20, 1, 60))
-    encode_mp4(frames.images, path, fps)
-    return Video(path, len(frames.images), fps, frames.onset_frame, body, result.exact, result.message)
+
+    def work() -> Video:
+        frames = _Frames(ends, camera, size, onset, body)
+        result = replay(rec, env_fn, listeners=[frames])
+        if frames.error is not None:
+            raise frames.error
+        if not frames.images:
+            raise RuntimeError(f"the replay of {rec.path} rendered no frame ({result.message})")
+        step_seconds = (ends[0] if len(ends) == 1 else ends[1] - ends[0]) * float(rec.header["substep_dt"])
+        fps = float(np.clip(round(1.0 / step_seconds) if step_seconds > 0 else 20, 1, 60))
+        encode_mp4(frames.images, path, fps)
+        return Video(path, len(frames.images), fps, frames.onset_frame, body, result.exact, result.message)
+
+    return isolated(rec, work, "filming")
 
 
 def encode_mp4(images: Sequence[np.ndarray], path: str | os.PathLike[str], fps: float) -> None:
     """Write RGB frames (uint8, one shape, even sides) as an H.264 MP4 (MPEG-4 part 2 where the
     FFmpeg build has no H.264 encoder)."""
-    try:
-        import av
-    except ImportError:
-        raise ImportError('videos need PyAV: pip install "simuguard-gym[video]"') from None
+    av = _pyav()
     height, width = images[0].shape[:2]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with av.open(str(partial), mode="w", format="mp4") as container:
+    with output(path) as file, av.open(file, mode="w", format="mp4") as container:
         try:
             stream = container.add_stream("libx264", rate=int(round(fps)))
         except Exception:  # noqa: BLE001 - an FFmpeg build without x264
@@ -102,7 +109,14 @@ def encode_mp4(images: Sequence[np.ndarray], path: str | os.PathLike[str], fps: 
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    os.replace(partial, path)
+
+
+def _pyav() -> Any:
+    try:
+        import av
+    except ImportError:
+        raise ImportError('videos need PyAV: pip install "simuguard-gym[video]"') from None
+    return av
 
 
 def count_frames(path: str | os.PathLike[str]) -> int:

@@ -31,6 +31,9 @@ from simuguard_gym.detection.offline import detect
 from simuguard_gym.physics.adapter import ShowsScene
 from simuguard_gym.physics.scene_geometry import GeometryPart
 from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.output_files import output_path
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import recording_of
 from simuguard_gym.replay.replay import replay
 
 #: At most this many substeps are exported (a longer episode is exported with a stride).
@@ -55,13 +58,14 @@ class ViewExport:
 
 def export_rrd(recording: Recording | str | os.PathLike[str], out: str | os.PathLike[str],
                stride: int | None = None, *, env_fn: Callable[[], Any] | None = None,
-               replayed: bool = True) -> ViewExport:
+               replayed: bool = True, trust: bool = False) -> ViewExport:
     """Write ``out`` (a ``.rrd`` file) for the recorded episode.
 
-    ``replayed=False`` skips the replay and exports what the recording holds."""
-    import rerun as rr
-
+    ``replayed=False`` skips the replay and exports what the recording holds. The env is rebuilt
+    as :func:`~simuguard_gym.replay` rebuilds it (``env_fn``, ``trust``), in a child process where
+    the file is not signed by this user; where it cannot be, the file holds what the recording does."""
     rec = recording if isinstance(recording, Recording) else load_recording(recording, allow_partial=True)
+    rec = recording_of(rec, trust)
     n = rec.substeps
     if n == 0:
         raise ValueError("the recording holds no substeps")
@@ -71,26 +75,40 @@ def export_rrd(recording: Recording | str | os.PathLike[str], out: str | os.Path
     found = ((rec.footer or {}).get("detector") or {}).get("events")
     events = found if found is not None else detect(rec).events
     note = None
-    if replayed:
-        stream = _stream(rr, rec, out)
-        scene = _SceneLog(rr, stream, rec, step, events)
-        try:
-            result = replay(rec, env_fn, verify="states", listeners=[scene])
-            if scene.error is not None:
-                raise scene.error
-            if scene.frames:
-                _log_recorded(rr, stream, rec, step, events, geometry=False)
-                stream.flush()
-                return ViewExport(out, scene.frames, True, None if result.exact else result.message)
-            note = f"the replay showed no substep ({result.message})"
-        except Exception as error:  # noqa: BLE001 - any failure to rebuild or replay falls back
-            note = f"{type(error).__name__}: {error}"
-        stream.disconnect()  # what the replay logged is written over
-        note = f"exported from the recording alone (no geometry, robot or contact points): {note}"
-    stream = _stream(rr, rec, out)
-    _log_recorded(rr, stream, rec, step, events, geometry=True)
-    stream.flush()
+    with output_path(out) as aside:
+        if replayed:
+            try:
+                return isolated(rec, lambda: _replayed_view(rec, out, aside, step, events, env_fn), "viewing")
+            except Exception as error:  # noqa: BLE001 - any failure to rebuild or replay falls back
+                note = f"{type(error).__name__}: {error}"
+            note = f"exported from the recording alone (no geometry, robot or contact points): {note}"
+        import rerun as rr
+
+        stream = _stream(rr, rec, aside)
+        _log_recorded(rr, stream, rec, step, events, geometry=True)
+        stream.flush()
     return ViewExport(out, len(range(0, n, step)), False, note)
+
+
+def _replayed_view(rec: Recording, out: Path, aside: Path, step: int, events: list[dict[str, Any]],
+                   env_fn: Callable[[], Any] | None) -> ViewExport:
+    """The view from the episode's replay, written to ``aside``; an exception where it shows nothing."""
+    import rerun as rr
+
+    stream = _stream(rr, rec, aside)
+    scene = _SceneLog(rr, stream, rec, step, events)
+    try:
+        result = replay(rec, env_fn, verify="states", listeners=[scene])
+        if scene.error is not None:
+            raise scene.error
+        if not scene.frames:
+            raise RuntimeError(f"the replay showed no substep ({result.message})")
+        _log_recorded(rr, stream, rec, step, events, geometry=False)
+        stream.flush()
+        return ViewExport(out, scene.frames, True, None if result.exact else result.message)
+    except BaseException:
+        stream.disconnect()  # what the replay logged is written over
+        raise
 
 
 def _stream(rr: Any, rec: Recording, out: Path) -> Any:

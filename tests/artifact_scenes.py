@@ -6,6 +6,8 @@ with frame_skip 10 (20 ms per step at the 2 ms substep), applying ``actions[i]``
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 DT = 0.002
@@ -132,3 +134,13 @@ def record_scene(scene, directory, seed: int = 0, **scene_kwargs):
         env.step(action)
     env.close()
     return env.env.paths[-1]
+
+
+def created_inside_floor_env(depth: float = 0.03) -> Any:
+    """The env of :func:`created_inside_floor`, as a user's own factory builds it (``--env-fn
+    artifact_scenes:created_inside_floor_env``)."""
+    import gymnasium as gym
+
+    import simuguard_gym.envs  # noqa: F401
+
+    return gym.make("simuguard_gym/MujocoScene-v0", xml=created_inside_floor(depth)[0], frame_skip=FRAME_SKIP)

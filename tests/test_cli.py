@@ -146,7 +146,7 @@ def test_replay_reports_a_bad_file_and_goes_on(mixed, capsys):
     lines = err.strip().splitlines()  # one line each, naming the file and the error; no traceback
     assert len(lines) == 2, err
     assert lines[0].startswith(f"simuguard replay: error: {mixed / 'b_junk.msgpack'}: not a simuguard recording")
-    assert lines[1].startswith(f"simuguard replay: error: {mixed / 'c_unknown_env.msgpack'}: NameNotFound: ")
+    assert lines[1].startswith(f"simuguard replay: error: {mixed / 'c_unknown_env.msgpack'}: unknown env id 'NoSuchEnv-v0'")
 
 
 def test_replay_json_gives_every_file_a_line_of_the_same_shape(mixed, capsys):
@@ -160,7 +160,7 @@ def test_replay_json_gives_every_file_a_line_of_the_same_shape(mixed, capsys):
     assert all(line.keys() == lines[0].keys() for line in lines)
     assert lines[0]["error"] is None and lines[0]["substeps"] == 200
     assert "not a simuguard recording" in lines[1]["error"] and lines[1]["message"].startswith("not replayed: ")
-    assert "NameNotFound" in lines[2]["message"] and lines[2]["substeps"] is None
+    assert "unknown env id 'NoSuchEnv-v0'" in lines[2]["message"] and lines[2]["substeps"] is None
 
 
 def test_replay_without_recordings_is_a_usage_error(episode, tmp_path, capsys):
@@ -212,7 +212,7 @@ def test_conformance_matches_recordings_to_episodes_by_seed(tmp_path):
     assert "episode seed 1: no recording" in failures
     assert any(f.startswith("episode seed 2: its recording cannot be read") for f in failures)
     assert not any(f.startswith(("episode seed 0", "episode seed 3")) for f in failures), failures
-    assert any("IsADirectoryError" in f for f in failures)  # RecordPhysics' own error when it could not write
+    assert any("UnsafeOutputError" in f for f in failures)  # RecordPhysics' own error when it could not write
 
 
 def test_recordings_are_matched_by_their_header_and_replayed_one_by_one(tmp_path):

@@ -5,8 +5,6 @@ and the command line reports a bad file and goes on."""
 from __future__ import annotations
 
 import copy
-import hashlib
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -21,9 +19,8 @@ from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.recording import validate
 from simuguard_gym.recording.format import ALL_COLUMNS, CorruptRecordingError, RecordingError
 from simuguard_gym.recording.reader import iter_records
-from simuguard_gym.recording.writer import pack_record
+from recording_files import Records, craft
 
-Records = list[tuple[str, dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +31,6 @@ def records(tmp_path_factory) -> Records:
     run_random(env, 120, seed=4)
     env.close()
     return [(kind, payload) for _, kind, payload in iter_records(env.paths[0])]
-
-
-def craft(records: Records, path: Path, tail: bytes = b"") -> Path:
-    """Write records with valid checksums, the footer's file hash made anew."""
-    out = b""
-    for kind, payload in records:
-        if kind == "footer":
-            payload = {**payload, "sha256": hashlib.sha256(out).hexdigest()}
-        out += pack_record(kind, payload)
-    path.write_bytes(out + tail)
-    return path
 
 
 def chunk(records: Records, i: int) -> dict[str, Any]:

@@ -22,7 +22,7 @@ SIMULATOR_ALLOWED = {
     "physx_repair/": "the repaired engine and its probe are about the simulator itself",
     # lazy imports, each in the one function that needs it:
     "audit.py": "registers ManiSkill3's ids for an audit of a ManiSkill task",
-    "replay/replay.py": "registers ManiSkill3's ids to rebuild a ManiSkill recording's env",
+    "replay/rebuild.py": "registers ManiSkill3's ids to rebuild a ManiSkill recording's env",
     "libero_audit.py": "reads LIBERO's stored initial states (simuguard audit-init)",
 }
 

@@ -193,7 +193,7 @@ def test_a_maniskill_robot_hulls_come_from_the_mesh_files_it_loaded(tmp_path):
         assert info["simuguard"]["errors"] == []
     env.close()
     rec = load_recording(env.paths[-1])
-    sources = [s for s in hull_sources(rec.header) if s is not None]
+    sources = [s for s in hull_sources(rec) if s is not None]
     assert len(sources) >= 8 and all(s["source"]["file"].endswith(".stl") for s in sources)
     recooked_differs = 0
     for found in sources:

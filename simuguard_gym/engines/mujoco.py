@@ -272,8 +272,10 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         write ``changes`` and recompute the model's position-dependent constants."""
         if digests is not None:
             return self._model_arrays.restore(self.model, changes, digests)
-        for name, change in changes.items():
-            getattr(self.model, name)[...] = change["values"]
+        checked = {name: mujoco_model.checked_value(name, getattr(self.model, name), change["values"])
+                   for name, change in changes.items()}
+        for name, value in checked.items():
+            getattr(self.model, name)[...] = value
         mujoco.mj_setConst(self.model, self.data)
         return list(changes), []
 

@@ -27,6 +27,8 @@ from typing import Iterator
 import mujoco
 import numpy as np
 
+from simuguard_gym.recording.format import RecordingError
+
 # Model arrays that do not influence physics (drawing only); left out of the fingerprint because
 # e.g. robosuite regenerates textures per reset.
 VISUAL_PREFIXES = ("tex_", "mat_", "light_", "cam_", "vis", "skin_", "name_", "flex_texcoord", "mesh_texcoord",
@@ -100,31 +102,71 @@ class ModelArrays:
         """Make ``model``'s arrays those of a recorded episode: where an array's CRC differs from
         ``digests``, write the recorded value from ``changes`` (on this model's reference, for
         changed elements) or else this model's reference value, where that has the recorded CRC.
-        Returns (arrays written, arrays that still differ)."""
-        written, differing = [], []
+        Returns (arrays written, arrays that still differ).
+
+        A recorded value is data from a file: only floating-point parameter arrays take one, of
+        their own dtype and shape, finite (:func:`checked_value`); anything else is a
+        :class:`~simuguard_gym.recording.format.RecordingError`, raised before anything is written."""
+        plan: list[tuple[str, np.ndarray]] = []
+        differing = []
         for name, value in physics_arrays(model):
             want = digests.get(name)
             if want is None or zlib.crc32(np.ascontiguousarray(value).tobytes()) == want:
                 continue
-            target = self._target(name, changes.get(name))
+            change = changes.get(name)
+            target = self.reference.get(name) if change is None else self._recorded(name, value, change)
             if target is None or target.shape != value.shape or zlib.crc32(target.tobytes()) != want:
                 differing.append(name)
                 continue
+            plan.append((name, target))
+        for name, target in plan:
             _write(model, name, target)
-            written.append(name)
-        return written, differing
+        return [name for name, _ in plan], differing
 
-    def _target(self, name: str, change: dict[str, np.ndarray] | None) -> np.ndarray | None:
-        reference = self.reference.get(name)
-        if change is None:
-            return reference
+    def _recorded(self, name: str, value: np.ndarray, change: dict[str, np.ndarray]) -> np.ndarray | None:
+        """The value a recording gives array ``name`` (whole, or its changed elements on this
+        model's reference), checked; None where it cannot be placed on the reference."""
         if "index" not in change:
-            return np.asarray(change["values"])
-        if reference is None:
+            return checked_value(name, value, change.get("values"))
+        reference = self.reference.get(name)
+        if reference is None or reference.shape != value.shape:
             return None
+        index, values = change["index"], change.get("values")
+        if not (isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.ndim == 1
+                and isinstance(values, np.ndarray) and values.shape == index.shape):
+            raise RecordingError(f"model_changes {name}: its indices and values do not pair up")
+        if index.size and (int(index.min()) < 0 or int(index.max()) >= reference.size):
+            raise RecordingError(f"model_changes {name}: an index outside the array's {reference.size} elements")
+        flat = index.astype(np.int64)
         target = reference.copy()
-        target.reshape(-1)[np.asarray(change["index"], np.int64)] = change["values"]
+        target.reshape(-1)[flat] = checked_value(name, reference.reshape(-1)[flat], values)
         return target
+
+
+def checked_value(name: str, current: np.ndarray, value: object) -> np.ndarray:
+    """``value``, read from a recording, as model array ``name`` (whose present value is
+    ``current``) may take it: a floating-point parameter array of the same dtype and shape, finite
+    wherever the model's own value is. Index, address, count and flag arrays (integers) are never
+    written from a file; anything else is a :class:`RecordingError`.
+
+    >>> import numpy as np
+    >>> checked_value("body_mass", np.ones(2), np.array([1.0, 2.0]))
+    array([1., 2.])
+    >>> checked_value("geom_bodyid", np.zeros(2, np.int32), np.array([0, 10**6], np.int32))
+    Traceback (most recent call last):
+    ...
+    simuguard_gym.recording.format.RecordingError: model_changes geom_bodyid: an int32 array (an index, address, count or flag) is never written from a recording
+    """
+    if current.dtype.kind != "f":
+        raise RecordingError(f"model_changes {name}: an {current.dtype} array (an index, address, count or flag) "
+                             "is never written from a recording")
+    if not isinstance(value, np.ndarray) or value.dtype != current.dtype or value.shape != current.shape:
+        found = f"{value.dtype} {value.shape}" if isinstance(value, np.ndarray) else type(value).__name__
+        raise RecordingError(f"model_changes {name}: {found} given for the model's {current.dtype} {current.shape}")
+    finite = np.isfinite(value)
+    if not finite.all() and (_bits(value)[~finite] != _bits(np.ascontiguousarray(current))[~finite]).any():
+        raise RecordingError(f"model_changes {name}: values that are not finite")
+    return value
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from simuguard_gym.export.episodes import StepEpisode, json_value
+from simuguard_gym.output_files import output, write_output
 
 
 def write_maniskill(episodes: Sequence[StepEpisode], out: str | os.PathLike[str], name: str = "trajectory") -> Path:
@@ -45,8 +46,7 @@ def write_maniskill(episodes: Sequence[StepEpisode], out: str | os.PathLike[str]
     out.mkdir(parents=True, exist_ok=True)
     h5_path, json_path = out / f"{name}.h5", out / f"{name}.json"
     entries = []
-    partial = h5_path.with_name(h5_path.name + ".partial")
-    with h5py.File(partial, "w") as f:
+    with output(h5_path, "w+b") as file, h5py.File(file, "w") as f:
         for k, e in enumerate(episodes):
             group = f.create_group(f"traj_{k}")
             group.create_dataset("actions", data=e.actions)
@@ -74,9 +74,6 @@ def write_maniskill(episodes: Sequence[StepEpisode], out: str | os.PathLike[str]
                          "max_episode_steps": first.max_episode_steps},
             "source_type": "simuguard", "source_desc": "exported from simuguard recordings (simuguard export)",
             "episodes": entries}
-    json_partial = json_path.with_name(json_path.name + ".partial")
-    json_partial.write_text(json.dumps(meta, indent=1, default=json_value))
-    os.replace(partial, h5_path)
-    os.replace(json_partial, json_path)
+    write_output(json_path, json.dumps(meta, indent=1, default=json_value))
     return h5_path
 

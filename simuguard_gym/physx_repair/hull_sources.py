@@ -31,6 +31,8 @@ import numpy as np
 import sapien
 import sapien.physx as physx
 
+from simuguard_gym.recording.reader import Recording
+
 _NAME = "PhysxCollisionShapeConvexMesh"
 #: Where SAPIEN's code and an env's code look the constructor up: SAPIEN's own builders call
 #: ``sapien.pysapien.physx``'s, envs ``sapien.physx``'s.
@@ -87,21 +89,21 @@ def convex_shape(source: dict[str, Any], scale: Any, material: Any = None) -> An
     return base(source["file"], scale, material)
 
 
-def hull_sources(header: dict[str, Any], env_fn: Callable[[], Any] | None = None) -> list[dict[str, Any] | None]:
-    """Per collision piece of a recording (its header), the source of a convex piece's hull:
+def hull_sources(rec: Recording, env_fn: Callable[[], Any] | None = None) -> list[dict[str, Any] | None]:
+    """Per collision piece of a recording, the source of a convex piece's hull:
     ``source`` (for :func:`convex_shape`), ``scale``, ``local_pose``, ``cooked`` (the hull's
     vertices as the rebuilt scene has them) and ``body_frame`` (its vertices in the body frame,
     as the recording computes them); None for primitives and for pieces whose source was not
     seen. The env is rebuilt as a replay rebuilds it (``env_fn()``, else from the header) and
     reset as recorded; errors of that are raised."""
     from simuguard_gym.engines import adapter_for
-    from simuguard_gym.replay.replay import build_env
+    from simuguard_gym.replay.rebuild import build_env
 
     env = None
     try:
         with watching_convex_meshes() as seen:  # the reset too: ManiSkill builds its scene there
-            env = build_env(header, env_fn)
-            env.reset(seed=header.get("seed"), options=header.get("options"))
+            env = build_env(rec, env_fn)
+            env.reset(seed=rec.header.get("seed"), options=rec.header.get("options"))
         adapter = adapter_for(env)
         adapter.refresh()
         out: list[dict[str, Any] | None] = []

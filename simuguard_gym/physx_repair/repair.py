@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from simuguard_gym.output_files import write_output
+
 FLT_EPSILON = struct.pack("<f", 2.0 ** -23)  # 00 00 00 34
 REPAIRED = struct.pack("<f", 2.0 ** -46)
 EXPECTED_PHYSX = b"105.1-physx-5.3."
@@ -176,7 +178,7 @@ def repair(out: str | Path) -> dict[str, Any]:
     target_library = (out / "sapien.libs" if library.parent == libs else copy_package) / library.name
     if library.parent == libs:
         shutil.copytree(libs, out / "sapien.libs")
-    target_library.write_bytes(bytes(data))
+    target_library.write_bytes(bytes(data))  # in the tree copied just now (its mode kept)
     record = {
         "source": str(library), "source_sha256": source_hash, "repaired": str(target_library),
         "repaired_sha256": hashlib.sha256(bytes(data)).hexdigest(), "constant_offset": constant,
@@ -189,7 +191,7 @@ def repair(out: str | Path) -> dict[str, Any]:
     except RepairError:
         shutil.rmtree(out)
         raise
-    record_path.write_text(json.dumps(record, indent=2))
+    write_output(record_path, json.dumps(record, indent=2))
     return record
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ class Recording:
     columns: dict[str, np.ndarray]
     footer: dict[str, Any] | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    #: The user vouches for this file (``--trust``): the code it names may run, though the file is
+    #: not signed by them (:mod:`simuguard_gym.recording.trust`).
+    trusted: bool = False
 
     @property
     def complete(self) -> bool:
@@ -149,7 +153,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[
     Raises :class:`TruncatedRecordingError` (with ``recovered=None``) at an incomplete record.
     """
     path = Path(path)
-    size = path.stat().st_size
+    size = regular_file(path).st_size
     with open(path, "rb") as f:
         unpacker = msgpack.Unpacker(
             f, raw=False, use_list=True, strict_map_key=True,
@@ -194,6 +198,15 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[
             offset = unpacker.tell()
 
 
+def regular_file(path: Path) -> os.stat_result:
+    """``path``'s status, where it is a regular file (or a link to one); else a
+    :class:`NotARecordingError` (a FIFO would block the reader forever, a device never end)."""
+    found = path.stat()
+    if not stat.S_ISREG(found.st_mode):
+        raise NotARecordingError(f"{path}: not a regular file")
+    return found
+
+
 def _check_header(path: Path, kind: str, header: dict[str, Any]) -> None:
     if kind != "header" or header.get("format") != FORMAT_NAME:
         raise NotARecordingError(f"{path}: not a simuguard recording (first record is not a header)")
@@ -225,6 +238,7 @@ def load_recording(path: str | os.PathLike[str], *, allow_partial: bool = False)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ALL_COLUMNS}
     substeps = chunks = 0
     footer_offset = 0
+    regular_file(path)
     try:
         with open(path, "rb") as raw:
             for offset, kind, payload in iter_records(path):

@@ -17,6 +17,8 @@ from simuguard_gym.recording.format import (
     SCHEMA_VERSION,
     encode_array,
 )
+from simuguard_gym.output_files import refuse_link
+from simuguard_gym.recording.trust import sign
 
 
 def pack_record(kind: str, payload: dict[str, Any]) -> bytes:
@@ -35,7 +37,9 @@ class RecordingWriter:
 
     The file is ``<path>.partial`` until :meth:`close` writes the footer, syncs and renames it,
     so a crash never leaves a half-written file under the final name, and the complete chunks
-    of a ``.partial`` file still read (``load_recording(..., allow_partial=True)``).
+    of a ``.partial`` file still read (``load_recording(..., allow_partial=True)``). Neither name
+    may be taken, by a file or a symbolic link. The header is signed with this user's key
+    (:mod:`simuguard_gym.recording.trust`): their replays may run the code it names.
 
     >>> import tempfile, numpy as np
     >>> from simuguard_gym.recording.writer import RecordingWriter
@@ -48,15 +52,16 @@ class RecordingWriter:
 
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
         self.path = Path(path)
-        if self.path.exists():
+        if os.path.lexists(self.path):
             raise FileExistsError(f"refusing to overwrite existing recording {self.path}")
         self.partial_path = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
-        # "x": another writer (a second env recording into the same directory) never gets clobbered.
+        # "x" (O_EXCL): another writer (a second env recording into the same directory) never gets
+        # clobbered, and a symbolic link of that name is never followed.
         self._file = open(self.partial_path, "xb")
         self._sha = hashlib.sha256()
         self._chunks = 0
         self.substeps = 0
-        self._write("header", {"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header})
+        self._write("header", sign({"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header}))
         # Out of Python's buffer before the first substep runs: a process killed at any later
         # point leaves the seed, the env and the initial state readable in the .partial file.
         self._file.flush()
@@ -100,6 +105,7 @@ class RecordingWriter:
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
+        refuse_link(self.path)
         os.replace(self.partial_path, self.path)
         return self.path
 

@@ -14,6 +14,9 @@ import numpy as np
 
 from simuguard_gym.physics.adapter import HasLiveSpeeds
 from simuguard_gym.recording.reader import Recording
+from simuguard_gym.recording.trust import UntrustedRecordingError
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import recording_of
 from simuguard_gym.replay.replay import replay
 
 logger = logging.getLogger(__name__)
@@ -61,16 +64,27 @@ class _LinkSpeedProbe:
         logger.debug("link speed probe failed in %s: %s", where, error)
 
 
-def robot_link_speeds(rec: Recording, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray] | None:
+def robot_link_speeds(rec: Recording, lo: int, hi: int, *, trust: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
     """(substeps, speeds in m/s) of the fastest robot link for substeps lo..hi-1, or None when the
-    episode can't be replayed here (env not installed, not bit-exact, no robot)."""
-    probe = _LinkSpeedProbe(lo, hi)
-    try:
+    episode can't be replayed here (env not installed, code it names not trusted, not bit-exact,
+    no robot). The env is rebuilt as :func:`~simuguard_gym.replay` rebuilds it (``trust``), in a
+    child process where the file is not signed by this user."""
+    rec = recording_of(rec, trust)
+
+    def work() -> tuple[np.ndarray, np.ndarray] | None:
+        probe = _LinkSpeedProbe(lo, hi)
         result = replay(rec, listeners=[probe], verify="states")
+        if not result.exact or not probe.speeds:
+            return None
+        keys = np.array(sorted(probe.speeds))
+        return keys, np.array([probe.speeds[k] for k in keys])
+
+    try:
+        return isolated(rec, work, "replaying")
+    except UntrustedRecordingError as error:  # said: the user can allow it
+        logger.warning("no robot link speeds for the plot: %s", error)
+        return None
     except Exception as error:  # noqa: BLE001 - the plot falls back to contact speeds
         logger.info("no robot link speeds for the plot: %s", error)
         return None
-    if not result.exact or not probe.speeds:
-        return None
-    keys = np.array(sorted(probe.speeds))
-    return keys, np.array([probe.speeds[k] for k in keys])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -10,13 +9,14 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from simuguard_gym.attach import as_gymnasium, build_from_factory
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.bodies import BodyTable
-from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, decode_array
-from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, RecordingError, decode_array
+from simuguard_gym.recording.reader import Recording
 from simuguard_gym.capture.recorder import SubstepRecorder
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import build_env, recording_of
 
 # Order in which columns are reported when several diverge at the same substep: the most
 # specific (a named body) first.
@@ -72,7 +72,7 @@ class ReplayResult:
 
 def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], gym.Env] | None = None, *,
            stop_at_divergence: bool = True, adapter: PhysicsAdapter | None = None,
-           verify: str = "all", listeners: Sequence[Any] = ()) -> ReplayResult:
+           verify: str = "all", listeners: Sequence[Any] = (), trust: bool = False) -> ReplayResult:
     """Replay a recording in a fresh env and compare every recorded float.
 
     The env comes from ``env_fn()`` or, by default, ``gym.make`` with the recorded env id and
@@ -80,6 +80,12 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     recorded initial state but the model matches (an unseeded fixture placement, say), the
     recorded state is written back and ``initial_state_restored`` says so. The env's success
     signal is read at the end.
+
+    A recording is data (docs/security.md): code it names (an env factory, a module) runs only
+    when the file is signed by this user (the recordings they made), or with ``trust=True``;
+    otherwise pass ``env_fn``. A replay of a file not signed by this user runs in a child
+    process (an engine crash is an ``EngineCrashError``), except one with ``listeners``, which
+    runs where they are, after the same checks of every value the file writes into the engine.
 
     ``verify="all"`` compares every recorded column; ``"states"`` skips the contacts (the full
     integration state is still checked bit for bit at every substep through its fingerprint,
@@ -93,49 +99,18 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     >>> result.exact, result.message                # doctest: +SKIP
     (True, 'exact: 1500 of 1500 substeps bit-identical')
     """
-    rec = recording if isinstance(recording, Recording) else load_recording(recording)
-    header = rec.header
+    rec = recording_of(recording, trust)
     if verify not in ("all", "states"):
         raise ValueError(f"verify must be 'all' or 'states', got {verify!r}")
-    env = build_env(header, env_fn)
-    try:
-        return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
-    finally:
-        env.close()
 
+    def work() -> ReplayResult:
+        env = build_env(rec, env_fn)
+        try:
+            return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
+        finally:
+            env.close()
 
-def build_env(header: dict[str, Any], env_fn: Callable[[], Any] | None = None) -> gym.Env:
-    """The env to replay a recording in: ``env_fn()`` (a benchmark's own env object is seen as a
-    Gymnasium env calling the recorded methods), else :func:`make_env`."""
-    if env_fn is None:
-        return make_env(header)
-    return as_gymnasium(env_fn(), calls=(header.get("env") or {}).get("calls"))
-
-
-def make_env(header: dict[str, Any]) -> gym.Env:
-    env_info = header.get("env") or {}
-    env_id = env_info.get("id")
-    if not env_id and env_info.get("factory"):
-        return build_from_factory(env_info["factory"], env_info.get("calls"))
-    if not env_id:
-        raise ValueError(f"the recording names no registered env id and no importable factory (its env, "
-                         f"{env_info.get('class')}, had no spec and no env_fn of module level); pass env_fn=...")
-    if not env_info.get("kwargs_exact", True):
-        raise ValueError(f"the recorded kwargs of {env_id} could not be stored exactly; pass env_fn=...")
-    if env_id.startswith("simuguard_gym/"):
-        import simuguard_gym.envs  # noqa: F401 - registers the built-in ids
-    if env_id not in gym.registry and env_info.get("module"):
-        importlib.import_module(env_info["module"])  # the env's package registers its ids on import
-    if header.get("engine") == "sapien-physx":
-        from simuguard_gym.engines.sapien import headless
-
-        headless()
-        if env_id not in gym.registry:
-            try:
-                import mani_skill.envs  # noqa: F401 - registers ManiSkill3's ids
-            except ImportError:
-                pass
-    return gym.make(env_id, **(env_info.get("kwargs") or {}))
+    return work() if listeners else isolated(rec, work, "replaying")
 
 
 def _replay_in(env: gym.Env, rec: Recording, stop: bool, adapter: PhysicsAdapter | None,
@@ -207,7 +182,10 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
                      f"replay {adapter.engine_version}")
     model_restored = adapter.model_fingerprint() != header.get("model_fingerprint")
     if model_restored:
-        differing = _restore_model(adapter, header, notes)
+        try:
+            differing = _restore_model(adapter, header, notes)
+        except RecordingError as error:
+            raise RecordingError(f"{rec.path}: {error}") from None
         if adapter.model_fingerprint() != header.get("model_fingerprint"):
             detail = ("the rebuilt scene's model differs from the recorded one (seed not honoured, or different "
                       "env kwargs/version)")
@@ -234,19 +212,32 @@ def _restore_model(adapter: PhysicsAdapter, header: dict[str, Any], notes: list[
     if not isinstance(adapter, RestorableModel):
         return []
     if "model_digests" in header:
-        changes = {name: {key: decode_array(part, f"model_changes {name} {key}", 0) for key, part in change.items()}
-                   for name, change in (header.get("model_changes") or {}).items()}
-        written, differing = adapter.restore_model(changes, header["model_digests"])
+        written, differing = adapter.restore_model(_model_changes(header), header["model_digests"])
     elif header.get("model_body_pose"):  # files that stored only the bodies' placement
         pose = np.frombuffer(header["model_body_pose"], dtype="<f8").reshape(-1, 7)
-        written, differing = adapter.restore_model({"body_pos": {"values": pose[:, :3]},
-                                                    "body_quat": {"values": pose[:, 3:]}}, None)
+        written, differing = adapter.restore_model({"body_pos": {"values": pose[:, :3].copy()},
+                                                    "body_quat": {"values": pose[:, 3:].copy()}}, None)
     else:
         return []
     if written:
         notes.append(f"the env's model differed from the recorded one in {', '.join(written[:8])}"
                      f"{' ...' if len(written) > 8 else ''}; the recorded values were written back")
     return differing
+
+
+def _model_changes(header: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+    """The header's ``model_changes`` decoded, its structure checked (what may be written into
+    the model is the adapter's to check)."""
+    found, digests = header.get("model_changes") or {}, header.get("model_digests")
+    if not (isinstance(found, dict) and isinstance(digests, dict)
+            and all(isinstance(k, str) and type(v) is int for k, v in digests.items())):
+        raise RecordingError("model_changes and model_digests must be maps by array name")
+    changes = {}
+    for name, change in found.items():
+        if not isinstance(change, dict) or not set(change) <= {"index", "values"} or "values" not in change:
+            raise RecordingError(f"model_changes {name}: must hold values (and, for some arrays, index)")
+        changes[name] = {key: decode_array(part, f"model_changes {name} {key}", 0) for key, part in change.items()}
+    return changes
 
 
 def _drive(adapter: PhysicsAdapter, rec: Recording, checker: "_ChunkChecker", stop: bool,

@@ -34,9 +34,11 @@ from simuguard_gym.outcome import CHECK, success_in_info
 from simuguard_gym.physics.adapter import Intervenes, PhysicsAdapter
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.physics.parameters import ParameterValue, changes_between
-from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.reader import Recording
 from simuguard_gym.replay.interventions import Intervention
-from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, build_env, prepare
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import build_env, recording_of
+from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, prepare
 
 SWITCHES = ("before_onset", "start")
 MODES = ("auto", "substeps", "actions")
@@ -87,14 +89,16 @@ class RerunResult:
 def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervention | str, *,
           switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
           success_fn: Callable[[gym.Env], bool] | None = None, adapter: PhysicsAdapter | None = None,
-          mode: str = "auto") -> RerunResult:
+          mode: str = "auto", trust: bool = False) -> RerunResult:
     """Rerun a recorded episode with ``intervention`` from ``switch`` on.
 
     ``switch="before_onset"`` switches ``lead`` seconds before the onset of the episode's first
     contact artifact (from the recording's online events, else detected now); ``"start"`` from
     the first substep. ``mode`` chooses how the episode is driven and scored (module docstring);
     ``success_fn(env)`` replaces the env's own outcome. An intervention that would leave every
-    value as it is raises ``ValueError`` naming the current value.
+    value as it is raises ``ValueError`` naming the current value. The env is rebuilt as
+    :func:`~simuguard_gym.replay.replay` rebuilds it (``env_fn``, ``trust``), in a child process
+    where the file is not signed by this user.
 
     >>> from simuguard_gym.replay import rerun
     >>> result = rerun("episode_000000.msgpack", "depenetration=1.0")   # doctest: +SKIP
@@ -103,7 +107,7 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
     >>> result.changes[0]                                               # doctest: +SKIP
     {'parameter': 'max_depenetration_velocity', 'element': 'body can', 'before': 1e+32, 'after': 1.0}
     """
-    rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    rec = recording_of(recording, trust)
     change = intervention if isinstance(intervention, Intervention) else Intervention.parse(intervention)
     if switch not in SWITCHES:
         raise ValueError(f"switch must be one of {SWITCHES}, got {switch!r}")
@@ -128,12 +132,16 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
     result = RerunResult(str(change), switch, at, prefix_exact=False, success=None,
                          recorded_success=(rec.footer or {}).get("success"), substeps=0,
                          simulation_parameter=change.simulation_parameter, mode=chosen)
-    env = build_env(rec.header, env_fn)
-    try:
-        _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
-    finally:
-        env.close()
-    return result
+
+    def work() -> RerunResult:
+        env = build_env(rec, env_fn)
+        try:
+            _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
+        finally:
+            env.close()
+        return result
+
+    return isolated(rec, work, "rerunning")
 
 
 def _mode_for(rec: Recording, mode: str, success_fn: Callable[[gym.Env], bool] | None) -> str:

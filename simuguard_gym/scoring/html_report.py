@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from simuguard_gym.output_files import output, write_output
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
@@ -57,10 +58,11 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight")
         vector = out / Path(name).with_suffix(".svg").name  # for a paper: scales without blur
-        fig.savefig(vector, format="svg", bbox_inches="tight")
+        with output(vector) as file:
+            fig.savefig(file, format="svg", bbox_inches="tight")
         plt.close(fig)
         png = buffer.getvalue()
-        (out / name).write_bytes(png)
+        write_output(out / name, png)
         written.extend([out / name, vector])
         figures.append((name, caption, png, extra))
 
@@ -93,7 +95,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
              _video_link(path, out, (no_video or {}).get(path.name)))
     table = _episode_table(episodes, out, no_video or {})
     page = out / "report.html"
-    page.write_text(_page(rows, figures, skipped, paired, table, _manifest(Path(directory))))
+    write_output(page, _page(rows, figures, skipped, paired, table, _manifest(Path(directory))))
     written.insert(0, page)
     return written
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from simuguard_gym.detection.offline import detect
+from simuguard_gym.output_files import output, write_output
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.scoring.estimates import Episode, Scores, score_by_task
@@ -61,12 +62,8 @@ def write_rerun(recording: str | os.PathLike[str], result: dict[str, Any]) -> Pa
 def write_side_file(recording: str | os.PathLike[str], suffix: str, result: Any) -> Path:
     """Write JSON beside a recording atomically (see :func:`write_rerun`)."""
     path = Path(str(recording) + suffix)
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w") as f:
+    with output(path, "w") as f:
         json.dump(result, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
     return path
 
 
@@ -133,7 +130,7 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, Paired
     # New columns go last: scripts that read the CSV by position keep working.
     fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
               "reruns_unverified", "reruns_unscored", "as_run_wilson_low", "as_run_wilson_high"]
-    with open(csv_path, "w", newline="") as f:
+    with output(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows({**r, "as_run_wilson_low": r["as_run_wilson"][0], "as_run_wilson_high": r["as_run_wilson"][1]}
@@ -141,13 +138,13 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, Paired
     written = [csv_path, json_path]
     if paired:
         paired_path = out / "paired.csv"
-        with open(paired_path, "w", newline="") as f:
+        with output(paired_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["outcomes", *next(iter(paired.values())).to_dict()])
             writer.writeheader()
             writer.writerows({"outcomes": name, **c.to_dict()} for name, c in paired.items())
         written.append(paired_path)
-    json_path.write_text(json.dumps({"tasks": rows, "paired": {k: c.to_dict() for k, c in (paired or {}).items()} or None,
-                                     "skipped": list(skipped)}, indent=2))
+    write_output(json_path, json.dumps({"tasks": rows, "paired": {k: c.to_dict() for k, c in (paired or {}).items()}
+                                        or None, "skipped": list(skipped)}, indent=2))
     return written
 
 

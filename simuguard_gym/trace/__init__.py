@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from simuguard_gym.detection.offline import detect
-from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.reader import Recording
+from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.replay.rebuild import recording_of
 from simuguard_gym.scoring.report import TRACE_SUFFIX, write_side_file
 from simuguard_gym.trace.onset import HullSource, NotTraceable, OnsetPair, onset_pair
 from simuguard_gym.trace.physx import TOLERANCE, job_for, normal_alignment, repaired_copy, run_engine, verdict
@@ -114,27 +116,32 @@ def targets(rec: Recording) -> list[tuple[str, str, dict[str, Any]]]:
 
 def trace(recording: Recording | str | os.PathLike[str], event: int | None = None, *, history: int | None = None,
           repaired: str | os.PathLike[str] | None = None, tolerance: float = TOLERANCE,
-          env_fn: Callable[[], Any] | None = None) -> list[TraceResult]:
+          env_fn: Callable[[], Any] | None = None, trust: bool = False) -> list[TraceResult]:
     """Trace the reported contacts of a recording (all of :func:`targets`, or only the
     ``event``-th), each with ``history`` substeps before it (all since the episode began by
     default). ``repaired``: a directory holding a repaired SAPIEN (written there if it does not;
     default :func:`~simuguard_gym.trace.physx.default_repaired_copy`). ``env_fn`` builds the env
     where the recording names no registered id (as for :func:`~simuguard_gym.replay`): the trace
-    rebuilds it for the poses of robot links and for what the scene cooked its hulls from."""
-    rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    rebuilds it for the poses of robot links and for what the scene cooked its hulls from, as a
+    replay rebuilds it (``trust``), in a child process where the file is not signed by this user."""
+    rec = recording_of(recording, trust)
     found = targets(rec)
     if event is not None:
         if not 0 <= event < len(found):
             raise ValueError(f"the recording has {len(found)} traceable contacts (events and deep-penetration "
                              f"flags); --event {event} is not among them")
         found = [found[event]]
-    results = []
-    hulls = rebuilt_hulls(rec, env_fn)  # the env rebuilt once for all of them, if a piece needs it
-    for name, source, contact in found:
-        results.append(trace_contact(rec, contact, name, history=history, repaired=repaired, tolerance=tolerance,
-                                     hulls=hulls, env_fn=env_fn))
-        results[-1].source = source
-    return results
+
+    def work() -> list[TraceResult]:
+        results = []
+        hulls = rebuilt_hulls(rec, env_fn)  # the env rebuilt once for all of them, if a piece needs it
+        for name, source, contact in found:
+            results.append(trace_contact(rec, contact, name, history=history, repaired=repaired,
+                                         tolerance=tolerance, hulls=hulls, env_fn=env_fn))
+            results[-1].source = source
+        return results
+
+    return isolated(rec, work, "tracing")
 
 
 def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact", *, history: int | None = None,

@@ -25,9 +25,9 @@ def model_of(rec: Recording) -> Any:
     if rec.header.get("model_mjb"):
         return model_from_bytes(rec.header["model_mjb"])
     from simuguard_gym.engines import adapter_for
-    from simuguard_gym.replay.replay import build_env
+    from simuguard_gym.replay.rebuild import build_env
 
-    env = build_env(rec.header)
+    env = build_env(rec)
     try:
         env.reset(seed=rec.header.get("seed"), options=rec.header.get("options"))
         return adapter_for(env).model

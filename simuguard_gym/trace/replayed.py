@@ -71,7 +71,7 @@ def rebuilt_hulls(rec: Recording, env_fn: Callable[[], Any] | None = None) -> Hu
         try:
             from simuguard_gym.physx_repair.hull_sources import hull_sources
 
-            return hull_sources(rec.header, env_fn), CollisionPieces.from_dict(rec.header["collision_pieces"])
+            return hull_sources(rec, env_fn), CollisionPieces.from_dict(rec.header["collision_pieces"])
         except Exception as error:  # noqa: BLE001 - no SAPIEN here, or the env cannot be rebuilt
             return f"the env could not be rebuilt to see what its hulls were cooked from ({error})"
 

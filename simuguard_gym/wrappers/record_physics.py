@@ -108,6 +108,12 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise ValueError(f"name must be letters, digits, '_', '.' or '-', got {name!r}")
         self._next_name = name
 
+    def discard_episode(self) -> None:
+        """Stop recording the current episode without finishing it: its ``.partial`` file stays,
+        and a later ``reset`` or ``close`` does not turn it into a recording (what a run that was
+        interrupted mid-episode leaves; a resumed audit redoes the episode)."""
+        guarded(self._on_hook_error, "discard", self._abandon)
+
     # ------------------------------------------------------------------ gymnasium API
     # Each public method runs the env's own call unguarded (its exceptions are the env's) and
     # simuguard's parts under guarded(): what fails there is in info["simuguard"]["errors"].
@@ -227,8 +233,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self._writer is not None and not self._writer.closed:
             try:
                 self._writer.write_error(record)
-            except Exception:  # noqa: BLE001 - the error is in info anyway; the file may be what failed
-                logger.exception("could not write the error record")
+            except Exception as failure:  # noqa: BLE001 - the error is in info anyway; the file may be what failed
+                logger.warning("simuguard: could not write the error record into the recording: %s", failure)
 
     def _success(self, info: dict[str, Any]) -> tuple[bool | None, str | None]:
         """The episode's outcome and its source (see :mod:`simuguard_gym.outcome`)."""
