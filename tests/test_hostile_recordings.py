@@ -252,3 +252,17 @@ def test_a_sapien_recording_is_data_too(tmp_path, sentinel, capsys):
     assert main(["replay", str(path), "--json"]) == 1
     line = json.loads(capsys.readouterr().out)
     assert "refused" in line["error"]
+
+
+@pytest.mark.parametrize("command", ["replay", "rerun", "trace"])
+def test_an_unknown_env_or_a_factory_that_builds_no_env_is_one_line(scene, tmp_path, capsys, command):
+    records = records_of(scene)
+    header = {**records[0][1], "env": {**records[0][1]["env"], "id": "Nope-v0", "module": None}}
+    path = craft([("header", header), *records[1:]], tmp_path / "unknown.msgpack")
+    extra = ["--intervention", "timeconst=0.1"] if command == "rerun" else []
+    assert main([command, str(path), *extra]) in (1, 2)
+    err = capsys.readouterr().err
+    assert "unknown env id 'Nope-v0': it is not registered here" in err and err.count("\n") == 1, err
+    assert main([command, str(scene), *extra, "--env-fn", "builtins:dict"]) in (1, 2)
+    err = capsys.readouterr().err
+    assert "the env factory returned dict, which is not an env" in err and err.count("\n") == 1, err

@@ -155,7 +155,7 @@ def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact"
     if str(rec.header.get("engine", "")).startswith("mujoco"):
         from simuguard_gym.trace.mujoco import trace_mujoco
 
-        return trace_mujoco(rec, contact, name, started)
+        return trace_mujoco(rec, contact, name, started, env_fn=env_fn)
     try:
         pair = onset_pair(rec, contact, history, untracked=replayed_poses(rec, env_fn),
                           hulls=hulls or rebuilt_hulls(rec, env_fn))

@@ -4,7 +4,7 @@ a real overlap, or a contact the geometry does not have."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -17,9 +17,9 @@ NO_SUCH_CONTACT = "a contact the geometry does not have: the geoms are apart"
 NO_PENETRATION = "no penetration reported"
 
 
-def model_of(rec: Recording) -> Any:
-    """The recording's MuJoCo model: its stored MJB, else the env rebuilt and reset with the
-    recorded seed (what a replay starts from)."""
+def model_of(rec: Recording, env_fn: Callable[[], Any] | None = None) -> Any:
+    """The recording's MuJoCo model: its stored MJB, else the env rebuilt (by ``env_fn()`` where
+    given, as a replay rebuilds it) and reset with the recorded seed (what a replay starts from)."""
     from simuguard_gym.engines.mujoco_geometry import model_from_bytes
 
     if rec.header.get("model_mjb"):
@@ -27,7 +27,7 @@ def model_of(rec: Recording) -> Any:
     from simuguard_gym.engines import adapter_for
     from simuguard_gym.replay.rebuild import build_env
 
-    env = build_env(rec)
+    env = build_env(rec, env_fn)
     try:
         env.reset(seed=rec.header.get("seed"), options=rec.header.get("options"))
         return adapter_for(env).model
@@ -35,7 +35,8 @@ def model_of(rec: Recording) -> Any:
         env.close()
 
 
-def trace_mujoco(rec: Recording, contact: dict[str, Any], name: str, started: float, model: Any = None) -> Any:
+def trace_mujoco(rec: Recording, contact: dict[str, Any], name: str, started: float, model: Any = None,
+                 env_fn: Callable[[], Any] | None = None) -> Any:
     """The trace of a MuJoCo contact (see :func:`simuguard_gym.trace.trace_contact`)."""
     from simuguard_gym.engines.mujoco_geometry import geom_distance
     from simuguard_gym.trace import TraceResult
@@ -43,7 +44,7 @@ def trace_mujoco(rec: Recording, contact: dict[str, Any], name: str, started: fl
     substep = int(contact["substep"])
     geoms = tuple(int(g) for g in contact["pieces"])
     reported = -float(contact["depth"])
-    model = model_of(rec) if model is None else model
+    model = model_of(rec, env_fn) if model is None else model
     if any(not 0 <= g < model.ngeom for g in geoms):
         return TraceResult(name, substep, [], list(geoms), reported, None, "not_traceable",
                            f"not traceable: geoms {list(geoms)} are not in the model",
