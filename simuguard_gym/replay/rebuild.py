@@ -4,13 +4,15 @@ A recording is data (docs/security.md): it names its env, and simuguard builds t
 registered Gymnasium id with the recorded keyword arguments. Code the file names (a factory
 ``module:function``, a module to import, an id ``module:Id``, the methods a harness's env is driven
 by) is used only where the user allows it: their own ``env_fn``, ``trust=True`` (``--trust``: the
-recording is ``trusted``), or the file signed with their key (:mod:`simuguard_gym.recording.trust`), as the recordings they made themselves are.
+recording is ``trusted``), or the file signed with their key, as the recordings they made
+themselves are (:mod:`simuguard_gym.recording.trust`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import os
 from typing import Any, Callable
 
@@ -22,8 +24,7 @@ from simuguard_gym.recording.trust import refusal, signed_by_user
 
 #: Packages whose import registers their benchmark's ids: an unregistered id from a file may
 #: have simuguard import one of these (its top-level package, nothing the file chooses within it).
-REGISTERING_PACKAGES = frozenset({"gymnasium_robotics", "metaworld", "mani_skill", "shimmy", "gym_aloha",
-                                  "myosuite", "simuguard_gym"})
+REGISTERING_PACKAGES = frozenset({"gymnasium_robotics", "metaworld", "mani_skill", "shimmy", "gym_aloha", "myosuite"})
 #: The methods a harness's env is driven by when nobody named others (attach's defaults).
 DEFAULT_CALLS = {"reset": "reset", "step": "step"}
 
@@ -135,15 +136,13 @@ def _register(rec: Recording, env_id: str, module: Any, allowed: bool) -> None:
     if env_id in gym.registry:
         return
     if isinstance(module, str) and module:
+        package = module.split(".")[0]
         if allowed:
             importlib.import_module(module)  # the env's package registers its ids on import
-        elif module.split(".")[0] in REGISTERING_PACKAGES:
-            try:
-                importlib.import_module(module.split(".")[0])
-            except ImportError:
-                pass
-        if env_id not in gym.registry and not allowed:
+        elif package not in REGISTERING_PACKAGES:
             raise refusal(rec.path, [f"to import module {module!r} to register {env_id!r}"])
+        elif importlib.util.find_spec(package) is not None:
+            importlib.import_module(package)
     if env_id not in gym.registry:
         raise ValueError(f"unknown env id {env_id!r}: it is not registered here (install the package that "
                          "registers it, or pass --env-fn MODULE:CALLABLE)")
