@@ -146,13 +146,14 @@ def out_directory(out: Path) -> Path:
 
 
 def lock_directory(out: Path) -> int:
-    """Hold ``out`` for this audit until the process ends (the kernel's lock: it goes with the
-    process however it ends); a second audit on it is refused, naming this one's pid. Returns
-    the lock's file descriptor."""
+    """Hold ``out`` for this audit until its descriptor is closed or the process ends, however it
+    ends; a second audit on it is refused, naming this one's pid. Returns the descriptor. A POSIX
+    record lock: it belongs to this process alone, not to the processes it forks (a recorder's
+    helper, a replay's child), which may outlive the run by a moment."""
     fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         raise ValueError(f"{out} is in use by another audit (pid {holder}); wait for it to end or stop it, "
