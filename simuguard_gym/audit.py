@@ -30,7 +30,7 @@ import platform
 import signal
 import sys
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator
@@ -65,6 +65,7 @@ class AuditConfig:
     intervention: str | None = None  # None: the engine's default (PhysX depenetration, MuJoCo timeconst)
     sapien_path: str | None = None  # a repaired SAPIEN copy (simuguard repair-physx) to run on
     num_envs: int = 1  # > 1: episodes over a vector env of this many, the policy acting on the batch
+    vecnormalize: str | None = None  # SB3 VecNormalize statistics (a .pkl) the --sb3 model was trained with
 
     def seeds(self) -> list[int]:
         return list(range(self.seed_base, self.seed_base + self.episodes))
@@ -85,8 +86,10 @@ class AuditConfig:
             raise ValueError(f"--env-kwargs: {self.env_id} takes no {', '.join(map(repr, unknown))}")
         if self.intervention is not None:
             Intervention.parse(self.intervention)
+        if self.vecnormalize is not None and not self.policy.startswith("sb3:"):
+            raise ValueError("--vecnormalize goes with --sb3 (the statistics of the model's training env)")
         if self.policy != "scripted":  # the expert is the env's own: checked when the env exists
-            load_policy(self.policy)  # fails here, before any episode, if it does not import
+            load_policy(self.policy, vecnormalize=self.vecnormalize)  # fails here, before any episode
 
     def make_env(self) -> gym.Env:
         """The env the run evaluates, as its episodes build it: its reruns and videos are made in
@@ -203,7 +206,9 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
     out_directory(out)
     manifest = out / MANIFEST
     if manifest.exists():
-        previous = json.loads(manifest.read_text()).get("config")
+        # a setting added since the run began is the default it ran with
+        defaults = {f.name: f.default for f in fields(AuditConfig) if f.default is not MISSING}
+        previous = {**_plain(defaults), **(json.loads(manifest.read_text()).get("config") or {})}
         if previous != _plain(asdict(config)):
             if not force:
                 raise ValueError(f"{out} holds another run (its {MANIFEST} has another config); "
@@ -259,7 +264,8 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
     env, recorder = _audited_env(config, out)
     summaries = []
     try:
-        player = ChunkPlayer(load_policy(config.policy, env), env.action_space.shape or ())
+        player = ChunkPlayer(load_policy(config.policy, env, vecnormalize=config.vecnormalize),
+                             env.action_space.shape or ())
         for seed in seeds:
             recorder.name_next(episode_name(seed))
             obs, info = env.reset(seed=seed)
@@ -268,16 +274,16 @@ def run_episodes(config: AuditConfig, out: Path, seeds: list[int],
             except Exception as error:  # noqa: BLE001 - the user's policy: said in one line
                 raise _failure(f"the policy raised in reset at seed {seed}", error) from None
             terminated = truncated = False
-            steps = 0
+            steps, total = 0, 0.0
             while not (terminated or truncated):
                 try:
                     action = player.act(obs, info)
                 except Exception as error:  # noqa: BLE001
                     raise _failure(f"the policy raised at seed {seed}, step {steps}", error) from None
-                obs, _, terminated, truncated, info = env.step(action)
-                steps += 1
+                obs, reward, terminated, truncated, info = env.step(action)
+                steps, total = steps + 1, total + float(reward)
                 check_stopped()
-            summaries.append(_summary(seed, steps, info))
+            summaries.append(_summary(seed, steps, total, info))
             if progress is not None:
                 progress(summaries[-1])
     except BaseException:
@@ -303,16 +309,18 @@ def _audited_env(config: AuditConfig, out: Path) -> tuple[gym.Env, Any]:
     return env, _find(env, RecordPhysics)
 
 
-def _summary(seed: int, steps: int, info: dict[str, Any]) -> dict[str, Any]:
-    """An episode's line: its outcome, or why it was not recorded (``not_recorded``: the file could
-    not be written, e.g. on a full disk; such an episode is never scored)."""
+def _summary(seed: int, steps: int, total: float, info: dict[str, Any]) -> dict[str, Any]:
+    """An episode's line: its outcome (``success``, None where the env reports none, and its
+    ``return``), or why it was not recorded (``not_recorded``: the file could not be written, e.g.
+    on a full disk; such an episode is never scored)."""
     ours = info.get("simuguard", {})
     not_recorded = None
     if not ours.get("recording"):
         errors = ours.get("errors") or []
         not_recorded = (f"{errors[0].get('type')}: {errors[0].get('message')}" if errors
                         else "no recording was written")
-    return {"seed": seed, "steps": steps, "success": _bool(info.get("success", info.get("is_success"))),
+    return {"seed": seed, "steps": steps, "return": total,
+            "success": _bool(info.get("success", info.get("is_success"))),
             "artifact": bool(ours.get("artifact")), "corrected_success": ours.get("corrected_success"),
             "rerun_unscored": (ours.get("rerun") or {}).get("unscored"),
             "events": [e["onset_substep"] for e in ours.get("events", [])], "not_recorded": not_recorded}
@@ -333,15 +341,16 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
     summaries: list[dict[str, Any]] = []
     pending = list(seeds)
     running: list[int | None] = [None] * n
-    steps, obs, infos = [0] * n, [None] * n, [{} for _ in range(n)]
+    steps, totals, obs, infos = [0] * n, [0.0] * n, [None] * n, [{} for _ in range(n)]
     try:
-        player = BatchChunkPlayer(load_policy(config.policy, stacks[0][0]), stacks[0][0].action_space.shape or (), n)
+        player = BatchChunkPlayer(load_policy(config.policy, stacks[0][0], vecnormalize=config.vecnormalize),
+                                  stacks[0][0].action_space.shape or (), n)
 
         def start(i: int) -> None:
             seed = running[i] = pending.pop(0)
             stacks[i][1].name_next(episode_name(seed))
             obs[i], info = stacks[i][0].reset(seed=seed)
-            infos[i], steps[i] = {**info, "seed": seed}, 0
+            infos[i], steps[i], totals[i] = {**info, "seed": seed}, 0, 0.0
             player.reset(i, infos[i])
 
         for i in range(n):
@@ -356,11 +365,11 @@ def _run_vector(config: AuditConfig, out: Path, seeds: list[int],
             for i, seed in enumerate(running):
                 if seed is None:
                     continue
-                obs[i], _, terminated, truncated, infos[i] = stacks[i][0].step(actions[i])
-                steps[i] += 1
+                obs[i], reward, terminated, truncated, infos[i] = stacks[i][0].step(actions[i])
+                steps[i], totals[i] = steps[i] + 1, totals[i] + float(reward)
                 check_stopped()
                 if terminated or truncated:
-                    summaries.append(_summary(seed, steps[i], infos[i]))
+                    summaries.append(_summary(seed, steps[i], totals[i], infos[i]))
                     if progress is not None:
                         progress(summaries[-1])
                     running[i] = None

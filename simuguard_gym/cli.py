@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=int, default=1, help="run this many envs side by side, the policy acting on "
                    "their batch (default 1)")
     p.add_argument("--sb3", help="a Stable-Baselines3 model .zip to act with (instead of --policy)")
+    p.add_argument("--vecnormalize", metavar="PKL", help="with --sb3: the VecNormalize statistics saved with the "
+                   "model (VecNormalize.save), to normalise its observations as in training")
     p.add_argument("--out", required=True, help="directory of the run (resumed if it holds this run)")
     p.add_argument("--intervention", help="the rerun's change (default: the engine's, "
                    + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
@@ -763,7 +765,7 @@ def _audit(args: argparse.Namespace) -> int:
     config = AuditConfig(args.env, kwargs, args.episodes, args.seed_base,
                          f"sb3:{args.sb3}" if args.sb3 else args.policy, args.intervention,
                          str(Path(args.repaired_physx).resolve()) if args.repaired_physx else None,
-                         args.num_envs)
+                         args.num_envs, args.vecnormalize)
     config.check()
     out = out_directory(Path(args.out))
     lock = lock_directory(out)  # a second audit on --out is refused while this one runs
@@ -827,6 +829,7 @@ def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str
         count[0] += 1
         flag = "  CONTACT ARTIFACT" + _rerun_outcome(episode, ", rerun ") if episode["artifact"] else ""
         outcome = (f"NOT RECORDED ({episode['not_recorded']})" if episode.get("not_recorded")
+                   else f"return {episode['return']:.2f}" if episode["success"] is None
                    else "success" if episode["success"] else "failure")
         line = f"  [{count[0]:>3}/{config.episodes}] seed {episode['seed']}: {outcome}{flag}"
         if bar is not None:

@@ -74,9 +74,10 @@ class ScriptedPolicy:
 
 
 class SB3Policy:
-    """A Stable-Baselines3 model, deterministic."""
+    """A Stable-Baselines3 model, deterministic; with ``vecnormalize`` (the ``VecNormalize``
+    statistics saved with it, a ``.pkl``) the observations are normalised as in its training."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, vecnormalize: str | None = None) -> None:
         try:
             from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
         except ImportError:
@@ -89,22 +90,46 @@ class SB3Policy:
                 continue
         else:
             raise ValueError(f"cannot load an SB3 model from {path}")
+        self.normalize: Any = None
+        if vecnormalize is not None:
+            self.normalize = _vecnormalize(vecnormalize)
 
     def reset(self, info: dict[str, Any]) -> None:
         pass
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        if self.normalize is not None:
+            observation = self.normalize.normalize_obs(observation)
         return self.model.predict(observation, deterministic=True)[0]
 
 
-def load_policy(spec: str, env: Any = None) -> Policy:
-    """The :class:`Policy` a spec names (see the module docstring); ``env`` for ``scripted``."""
+def _vecnormalize(path: str) -> Any:
+    """SB3's ``VecNormalize`` saved with ``save(path)``, frozen (its statistics no longer updated).
+    The user names the file, as they name the model: like ``VecNormalize.load``, it is unpickled."""
+    import pickle
+
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    try:
+        with open(path, "rb") as file:
+            found = pickle.load(file)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
+        raise ValueError(f"cannot load VecNormalize statistics from {path}: {error}") from None
+    if not isinstance(found, VecNormalize):
+        raise ValueError(f"{path} holds a {type(found).__name__}, not SB3's VecNormalize statistics")
+    found.training = False
+    return found
+
+
+def load_policy(spec: str, env: Any = None, vecnormalize: str | None = None) -> Policy:
+    """The :class:`Policy` a spec names (see the module docstring); ``env`` for ``scripted``,
+    ``vecnormalize`` for an ``sb3:`` model trained under VecNormalize."""
     if spec == "scripted":
         if env is None:
             raise ValueError("--policy scripted acts through an env's expert_action(): give the env")
         return ScriptedPolicy(env)
     if spec.startswith("sb3:"):
-        return SB3Policy(spec[4:])
+        return SB3Policy(spec[4:], vecnormalize)
     if ":" not in spec:
         raise ValueError(f"--policy must be 'scripted', 'sb3:MODEL.zip', MODULE:NAME or FILE.py:NAME, got {spec!r}")
     target = load_object(spec, "policy")

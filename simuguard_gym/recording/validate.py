@@ -273,6 +273,9 @@ def check_footer(path: Any, footer: dict[str, Any], offset: int, chunks: int, su
         if steps != (footer.get("steps"),):
             raise _fail(path, "footer", offset, f"holds actions of {steps[0] if steps else 0} steps, "
                         f"the episode has {footer.get('steps')!r}")
+    total = footer.get("return")
+    if total is not None and not _is_real(total):
+        raise _fail(path, "footer", offset, f"return must be a number or null, not {total!r}")
     source = footer.get("success_source")
     if source is not None and not isinstance(source, str):
         raise _fail(path, "footer", offset, f"success_source must be a string or null, not {source!r}")

@@ -24,6 +24,7 @@ from simuguard_gym.output_files import output, write_output
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
+from simuguard_gym.scoring.report import return_rows, success_rows
 
 #: Seconds shown before and after each artifact's onset.
 WINDOW = (0.3, 0.5)
@@ -66,8 +67,9 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
         written.extend([out / name, vector])
         figures.append((name, caption, png, extra))
 
-    save(_scores_chart(plt, rows), "scores.png", "Success rate by estimate; bars span the bounds (every flagged "
-         "episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
+    if success_rows(rows):
+        save(_scores_chart(plt, success_rows(rows)), "scores.png", "Success rate by estimate; bars span the bounds "
+             "(every flagged episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
     peaks, artifacts, episodes = [], [], []
     for path in sorted(Path(directory).glob("*.msgpack")):
         try:
@@ -294,6 +296,7 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]]
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
+    returns, rows = return_rows(rows), success_rows(rows)
     header = ("<tr><th>task</th><th>N</th><th>flagged</th><th>Rep.</th><th>Rep. 95% CI (Wilson)</th><th>Replay</th>"
               "<th>Excl.</th><th>bounds</th></tr>")
     body = "".join(
@@ -321,5 +324,23 @@ figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#44
 <p>Success rates in percent. Rep.: as run, with its Wilson 95% interval. Replay: flagged episodes
 replaced by their verified reruns. Excl.: episodes without a contact artifact. Bounds: every
 flagged episode fails / passes.</p>
-<table>{header}{body}</table>{left_out}{_paired_table(paired)}{images}{episodes}{manifest}</body></html>
+{f"<table>{header}{body}</table>" if rows else ""}{_returns_table(returns)}{left_out}{_paired_table(paired)}{images}
+{episodes}{manifest}</body></html>
 """
+
+
+def _returns_table(rows: list[dict[str, Any]]) -> str:
+    """The mean returns of the tasks whose env reports no success."""
+    if not rows:
+        return ""
+
+    def num(x: float) -> str:
+        return "-" if x != x else f"{x:.1f}"
+
+    body = "".join(
+        f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td>"
+        f"<td>{num(r['mean_return'])}</td><td>{num(r['return_low'])} to {num(r['return_high'])}</td>"
+        f"<td>{num(r['mean_return_excluded'])}</td><td>{100 * r['artifact_rate']:.1f}</td></tr>" for r in rows)
+    return ("<p>Mean return per episode, for tasks whose env reports no success, with its 95% interval; Excl.: "
+            "the episodes without a contact artifact.</p><table><tr><th>task</th><th>N</th><th>flagged</th>"
+            f"<th>return</th><th>95% CI</th><th>Excl.</th><th>artifact %</th></tr>{body}</table>")

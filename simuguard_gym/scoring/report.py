@@ -20,6 +20,7 @@ from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.scoring.estimates import Episode, Scores, score_by_task
 from simuguard_gym.scoring.paired import PairedComparison, compare
+from simuguard_gym.scoring.returns import ReturnEpisode, ReturnScores, score_returns
 
 RERUN_SUFFIX = ".rerun.json"
 #: Where `simuguard trace` writes its results beside a recording (a JSON list, one per traced contact).
@@ -27,9 +28,16 @@ TRACE_SUFFIX = ".trace.json"
 
 
 def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = None) -> list[Episode]:
-    """One Episode per complete recording in ``directory`` (partial files are skipped); a file
-    that cannot be read is skipped too, and named with the reason in ``skipped``."""
-    out = []
+    """One Episode per complete recording in ``directory`` with an outcome (partial files are
+    skipped); a file that cannot be read is skipped too, and named with the reason in ``skipped``."""
+    return _scored(directory, skipped)[0]
+
+
+def _scored(directory: str | os.PathLike[str], skipped: list[str] | None = None
+            ) -> tuple[list[Episode], list[ReturnEpisode]]:
+    """The complete recordings in ``directory``: those with an outcome as Episodes, those of an env
+    that reports none by their return (see :func:`episodes_in`)."""
+    out, returns = [], []
     for path in sorted(Path(directory).glob("*.msgpack")):
         try:
             rec = load_recording(path)
@@ -39,18 +47,22 @@ def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = N
                 skipped.append(text if text.startswith(f"{path}: ") else f"{path}: {text}")
             continue
         footer = rec.footer or {}
-        if footer.get("success") is None:
-            continue  # no outcome to score (an env that reports none, or an episode that never stepped)
+        if footer.get("success") is None and footer.get("return") is None:
+            continue  # nothing to score (an episode that never stepped, a file without returns)
         found = (footer.get("detector") or {}).get("events")
         events = found if found is not None else detect(rec).events
+        task = str((rec.header.get("env") or {}).get("id") or "")
+        if footer.get("success") is None:  # an env that reports no success: scored by its return
+            returns.append(ReturnEpisode(float(footer["return"]), any(e.get("artifact") for e in events), task,
+                                         rec.header.get("seed")))
+            continue
         rerun = rerun_of(path)
         out.append(Episode(
             success=bool(footer["success"]), artifact=any(e.get("artifact") for e in events),
             rerun_success=None if rerun is None else rerun.get("success"),
             rerun_verified=bool(rerun and rerun.get("prefix_exact")),
-            task=str((rec.header.get("env") or {}).get("id") or ""), seed=rec.header.get("seed"),
-            rerun_unscored=bool(rerun and rerun.get("unscored"))))
-    return out
+            task=task, seed=rec.header.get("seed"), rerun_unscored=bool(rerun and rerun.get("unscored"))))
+    return out, returns
 
 
 def write_rerun(recording: str | os.PathLike[str], result: dict[str, Any]) -> Path:
@@ -99,7 +111,47 @@ def table(scores: dict[str, Scores]) -> list[dict[str, Any]]:
     return rows
 
 
+#: How a row of returns (an env that reports no success) is told from a row of success rates.
+RETURNS = "returns"
+
+
+def return_table(scores: dict[str, ReturnScores]) -> list[dict[str, Any]]:
+    """Rows of the mean returns per task (envs that report no success): N, flagged, the mean
+    return with its 95% interval, and the same over the episodes without an artifact."""
+    return [{"kind": RETURNS, "task": task, **s.to_dict()} for task, s in scores.items()]
+
+
+def success_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("kind") != RETURNS]
+
+
+def return_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("kind") == RETURNS]
+
+
 def format_table(rows: Iterable[dict[str, Any]]) -> str:
+    """Table 1 for the tasks scored by success, and the returns of those scored by their return."""
+    rows = list(rows)
+    tables = [_success_table(success_rows(rows))] if success_rows(rows) else []
+    if return_rows(rows):
+        tables.append(_returns_table(return_rows(rows)))
+    return "\n\n".join(tables)
+
+
+def _returns_table(rows: list[dict[str, Any]]) -> str:
+    def num(x: float) -> str:
+        return "-" if x != x else f"{x:.1f}"
+
+    lines = ["mean return per episode (the env reports no success); Excl.: episodes without a contact artifact",
+             f"{'task':<40} {'N':>5} {'flag':>5} {'return':>9} {'95% CI':>19} {'Excl.':>9} {'artifact %':>10}"]
+    for r in rows:
+        lines.append(f"{r['task']:<40} {r['n']:>5} {r['flagged']:>5} {num(r['mean_return']):>9} "
+                     f"{num(r['return_low']) + ' to ' + num(r['return_high']):>19} {num(r['mean_return_excluded']):>9} "
+                     f"{100 * r['artifact_rate']:>10.1f}")
+    return "\n".join(lines)
+
+
+def _success_table(rows: list[dict[str, Any]]) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
@@ -122,10 +174,12 @@ PAIRED_KINDS = {"as_run": "as run", "corrected": "corrected by verified reruns"}
 
 def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, PairedComparison] | None = None,
                  skipped: Sequence[str] = ()) -> list[Path]:
-    """``report.csv`` and ``report.json`` in ``out``, and with ``paired`` (the comparisons of
-    :func:`report`) ``paired.csv``; the JSON names the ``skipped`` files too (those
-    :func:`report` could not read, each with the reason)."""
+    """``report.csv`` and ``report.json`` in ``out``, with ``paired`` (the comparisons of
+    :func:`report`) ``paired.csv``, and where tasks are scored by their return ``returns.csv``;
+    the JSON names the ``skipped`` files too (those :func:`report` could not read, each with the
+    reason)."""
     out.mkdir(parents=True, exist_ok=True)
+    returns, rows = return_rows(rows), success_rows(rows)
     csv_path, json_path = out / "report.csv", out / "report.json"
     # New columns go last: scripts that read the CSV by position keep working.
     fields = ["task", "n", "flagged", "as_run", "replay", "excluded", "lower", "upper", "reruns_verified",
@@ -143,8 +197,16 @@ def write_report(rows: list[dict[str, Any]], out: Path, paired: dict[str, Paired
             writer.writeheader()
             writer.writerows({"outcomes": name, **c.to_dict()} for name, c in paired.items())
         written.append(paired_path)
-    write_output(json_path, json.dumps({"tasks": rows, "paired": {k: c.to_dict() for k, c in (paired or {}).items()}
-                                        or None, "skipped": list(skipped)}, indent=2))
+    if returns:
+        returns_path = out / "returns.csv"
+        with output(returns_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=[k for k in returns[0] if k != "kind"], extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(returns)
+        written.append(returns_path)
+    write_output(json_path, json.dumps({"tasks": rows, "returns": returns or None,
+                                        "paired": {k: c.to_dict() for k, c in (paired or {}).items()} or None,
+                                        "skipped": list(skipped)}, indent=2))
     return written
 
 
@@ -161,13 +223,17 @@ def format_paired(paired: dict[str, PairedComparison]) -> list[str]:
 
 def report(directory: str | os.PathLike[str], versus: str | os.PathLike[str] | None = None,
            skipped: list[str] | None = None) -> tuple[list[dict[str, Any]], dict[str, PairedComparison] | None]:
-    """Table 1 rows for ``directory`` and, with ``versus``, the paired comparisons of the two on
-    their shared (task, seed) episodes: ``"as_run"`` on the outcomes as run and ``"corrected"``
-    on the outcomes corrected by verified reruns; unreadable files are named in ``skipped``."""
-    episodes = episodes_in(directory, skipped)
-    if not episodes:
-        raise ValueError(f"{directory}: no complete recordings with an outcome")
-    rows = table(score_by_task(episodes))
+    """Table 1 rows for ``directory`` (and, for tasks whose env reports no success, rows of their
+    mean return: ``kind`` ``"returns"``, :func:`return_table`) and, with ``versus``, the paired
+    comparisons of the two on their shared (task, seed) episodes: ``"as_run"`` on the outcomes as
+    run and ``"corrected"`` on the outcomes corrected by verified reruns; unreadable files are
+    named in ``skipped``."""
+    episodes, returns = _scored(directory, skipped)
+    if not episodes and not returns:
+        raise ValueError(f"{directory}: no complete recordings with an outcome or a return")
+    rows = table(score_by_task(episodes)) if episodes else []
+    rows += return_table({task: score_returns([e for e in returns if e.task == task])
+                          for task in sorted({e.task for e in returns})})
     paired = None
     if versus is not None:
         other = episodes_in(versus, skipped)

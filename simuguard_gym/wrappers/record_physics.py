@@ -94,6 +94,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._loss: dict[str, Any] | None = None
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.recorder.substep)
         self._steps = 0
+        # the episode's rewards summed (an env without a success signal is scored by it)
+        self._return: float | None = 0.0
         self._step_ends: list[int] = []  # substeps recorded when each env step returned
         self._last_success: tuple[bool | None, str | None] = (None, None)  # the last step's info
         self._actions = ActionLog()  # the episode's actions, for a rerun through the env's own step
@@ -123,7 +125,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         guarded(self._on_hook_error, "reset", lambda: self._finish_cut("reset"))
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
-        self._errors, self._steps, self._step_ends, self._loss = [], 0, [], None
+        self._errors, self._steps, self._step_ends, self._loss, self._return = [], 0, [], None, 0.0
         self._last_success = (None, None)
         self._actions = ActionLog()
         if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
@@ -134,7 +136,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         recording = self._writer is not None
         obs, reward, terminated, truncated, info = self.env.step(action)
         fields = guarded(self._on_hook_error, "step",
-                         lambda: self._after_step(recording, action, info, terminated, truncated), default={})
+                         lambda: self._after_step(recording, action, reward, info, terminated, truncated),
+                         default={})
         fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
         return obs, reward, terminated, truncated, with_simuguard(info, **fields)
 
@@ -143,11 +146,12 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         super().close()
 
-    def _after_step(self, recording: bool, action: Any, info: dict[str, Any], terminated: bool, truncated: bool
-                    ) -> dict[str, Any]:
+    def _after_step(self, recording: bool, action: Any, reward: SupportsFloat, info: dict[str, Any],
+                    terminated: bool, truncated: bool) -> dict[str, Any]:
         if not recording:
             return {"substeps": self.recorder.substep if self.recorder.active else 0}
         self._steps += 1
+        self._return = _summed(self._return, reward)
         self._actions.add(action)
         guarded(self._on_hook_error, "substeps", self._check_substeps, substep=self.recorder.substep)
         self._step_ends.append(self.recorder.substep)
@@ -269,7 +273,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return None
         try:
             self.recorder.finish()
-            footer = {"steps": self._steps, "success": success, "terminated": terminated,
+            footer = {"steps": self._steps, "return": self._return, "success": success, "terminated": terminated,
                       "truncated": truncated, "ended": ended, "errors": len(self._errors),
                       "step_substeps": list(self._step_ends), "env_substeps": self._audit.env_substeps,
                       "success_source": success_source, **self._actions.footer()}
@@ -331,6 +335,17 @@ def _describe_env(env: gym.Env) -> dict[str, Any]:
     module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
     return {"id": spec.id, "kwargs": kwargs, "kwargs_exact": exact, "max_episode_steps": spec.max_episode_steps,
             "class": type(env.unwrapped).__name__, "module": module}
+
+
+def _summed(total: float | None, reward: Any) -> float | None:
+    """The episode's return so far with ``reward`` added; None once a reward is not one number
+    (a multi-objective env's vector)."""
+    if total is None:
+        return None
+    try:
+        return total + float(reward)
+    except (TypeError, ValueError):
+        return None
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,196 @@
+"""What simuguard costs an RL training loop, beside the tools such loops already run.
+
+Every env runs in each configuration at once: plain, Gymnasium's ``RecordEpisodeStatistics``,
+SB3's ``Monitor`` (where stable-baselines3 is installed), ``ArtifactMonitor``, ``RecordPhysics``
+and both. At every step each configuration steps its own copy of the env with the same seeded
+random action, in an order that rotates step by step, so that a slow spell of a shared machine
+hits all of them (the trajectories are identical: the wrappers change nothing). Reported:
+
+- per env.step in steady state: the median over rounds of each configuration's mean step time over
+  the plain env's, the steps that end an episode left out;
+- per episode: the time of the step that ends it and of the next reset, over the plain env's
+  (what a recorder's file and a monitor's episode start cost);
+- with ``--ppo``: SB3 PPO's training fps on Ant-v5 with ArtifactMonitor over plain, 1 and 4 envs.
+
+Targets (issue "RL training loops"): ArtifactMonitor <= 1.05x per step, both wrappers <= 1.3x; per
+episode <= 0.5 ms (monitor) and <= 2 ms (recorder); PPO fps with the monitor >= 0.95x plain.
+
+    python benchmarks/rl_overhead.py                        # the 11 Gymnasium MuJoCo v5 envs (+ Meta-World,
+                                                            # PointMaze where installed)
+    python benchmarks/rl_overhead.py --only HalfCheetah-v5 --steps 3000 --rounds 7
+    python benchmarks/rl_overhead.py --ppo                  # SB3 PPO fps (stable-baselines3 extra)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import tempfile
+import time
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from simuguard_gym import ArtifactMonitor, RecordPhysics
+
+GYMNASIUM_V5 = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
+                "InvertedDoublePendulum-v5", "InvertedPendulum-v5", "Pusher-v5", "Reacher-v5", "Swimmer-v5",
+                "Walker2d-v5")
+TARGETS = {"ArtifactMonitor": (1.05, 0.5), "RecordPhysics": (None, 2.0), "both": (1.3, None)}
+
+
+def env_factories(only: list[str] | None) -> dict[str, Callable[[], gym.Env]]:
+    envs: dict[str, Callable[[], gym.Env]] = {name: (lambda name=name: gym.make(name)) for name in GYMNASIUM_V5}
+    if importlib.util.find_spec("metaworld") is not None:
+        import metaworld  # noqa: F401 - registers Meta-World/MT1
+
+        envs["Meta-World pick-place-v3"] = lambda: gym.make("Meta-World/MT1", env_name="pick-place-v3")
+    if importlib.util.find_spec("gymnasium_robotics") is not None:
+        import gymnasium_robotics
+
+        gym.register_envs(gymnasium_robotics)
+        envs["PointMaze_UMaze-v3"] = lambda: gym.make("PointMaze_UMaze-v3")
+    if only:
+        envs = {k: v for k, v in envs.items() if any(o in k for o in only)}
+    return envs
+
+
+def wrappers(directory: str) -> dict[str, Callable[[gym.Env], gym.Env]]:
+    found: dict[str, Callable[[gym.Env], gym.Env]] = {
+        "plain": lambda env: env,
+        "RecordEpisodeStatistics": gym.wrappers.RecordEpisodeStatistics,
+    }
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        from stable_baselines3.common.monitor import Monitor
+
+        found["SB3 Monitor"] = Monitor
+    found["ArtifactMonitor"] = ArtifactMonitor
+    found["RecordPhysics"] = lambda env: RecordPhysics(env, tempfile.mkdtemp(dir=directory))
+    found["both"] = lambda env: ArtifactMonitor(RecordPhysics(env, tempfile.mkdtemp(dir=directory)))
+    return found
+
+
+class Clock:
+    """Step and episode times of one configuration, per round."""
+
+    def __init__(self) -> None:
+        self.step_ns = self.steps = self.episode_ns = self.episodes = 0
+
+    def take(self) -> tuple[float, float]:
+        found = (self.step_ns / max(1, self.steps), self.episode_ns / max(1, self.episodes))
+        self.step_ns = self.steps = self.episode_ns = self.episodes = 0
+        return found
+
+
+def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], gym.Env]], steps: int,
+            rounds: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per configuration: ``step`` (median ratio of steady-state step times to plain's), ``episode_ms``
+    (median added time of an episode's last step and the next reset) and the plain figures."""
+    names = list(configs)
+    envs = [configs[name](make()) for name in names]
+    space = envs[0].action_space
+    space.seed(seed)
+    actions = [space.sample() for _ in range(steps)]
+    clocks = [Clock() for _ in names]
+    clock = time.perf_counter_ns
+    for env in envs:
+        env.reset(seed=seed)
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    added_ms: dict[str, list[float]] = {name: [] for name in names}
+    plain_step, plain_episode = [], []
+    warm = True
+    for _ in range(rounds + 1):  # the first round warms up (imports, first episodes, allocations)
+        for k, action in enumerate(actions):
+            order = range(len(envs)) if k % 2 == 0 else range(len(envs) - 1, -1, -1)
+            for i in order:
+                start = clock()
+                _, _, terminated, truncated, _ = envs[i].step(action)
+                spent = clock() - start
+                if terminated or truncated:
+                    start = clock()
+                    envs[i].reset()
+                    clocks[i].episode_ns += spent + clock() - start
+                    clocks[i].episodes += 1
+                else:
+                    clocks[i].step_ns += spent
+                    clocks[i].steps += 1
+        taken = [c.take() for c in clocks]
+        if warm:
+            warm = False
+            continue
+        plain_step.append(taken[0][0])
+        plain_episode.append(taken[0][1])
+        for name, (step_ns, episode_ns) in zip(names, taken):
+            ratios[name].append(step_ns / taken[0][0])
+            added_ms[name].append((episode_ns - taken[0][1]) / 1e6)
+    for env in envs:
+        env.close()
+    return {name: {"step": float(np.median(ratios[name])), "episode_ms": float(np.median(added_ms[name])),
+                   "plain_step_us": float(np.median(plain_step)) / 1e3,
+                   "plain_episode_ms": float(np.median(plain_episode)) / 1e6} for name in names}
+
+
+def ppo_fps(n_envs: int, timesteps: int, rounds: int) -> float:
+    """Median over rounds of SB3 PPO's fps on Ant-v5 with ArtifactMonitor, over plain (run in turn)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def fps(monitor: bool) -> float:
+        env = make_vec_env("Ant-v5", n_envs=n_envs, seed=0, wrapper_class=ArtifactMonitor if monitor else None)
+        model = PPO("MlpPolicy", env, n_steps=256, batch_size=256, n_epochs=1, device="cpu", seed=0)
+        start = time.perf_counter()
+        model.learn(timesteps)
+        took = time.perf_counter() - start
+        env.close()
+        return timesteps / took
+
+    ratios = []
+    for k in range(rounds):
+        first, second = (False, True) if k % 2 == 0 else (True, False)
+        a, b = fps(first), fps(second)
+        plain, monitored = (a, b) if not first else (b, a)
+        ratios.append(monitored / plain)
+    return float(np.median(ratios))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", help="envs whose name contains this (repeatable)")
+    parser.add_argument("--steps", type=int, default=2000, help="steps per round and configuration (default 2000)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds after one warm-up round (default 5)")
+    parser.add_argument("--ppo", action="store_true", help="SB3 PPO fps on Ant-v5 with the monitor, 1 and 4 envs")
+    parser.add_argument("--ppo-steps", type=int, default=4096, help="PPO timesteps per run (default 4096)")
+    args = parser.parse_args()
+    if args.ppo:
+        for n in (1, 4):
+            print(f"SB3 PPO Ant-v5, {n} env{'s' if n > 1 else ''}: fps with ArtifactMonitor / plain = "
+                  f"{ppo_fps(n, args.ppo_steps, args.rounds):.3f} (target >= 0.95)", flush=True)
+        return
+    misses = []
+    with tempfile.TemporaryDirectory() as directory:
+        configs = wrappers(directory)
+        columns = [name for name in configs if name != "plain"]
+        print(f"{'env':<26} {'plain us':>8} " + " ".join(f"{name[:17]:>17}" for name in columns))
+        print(f"{'':<26} {'(ep ms)':>8} " + " ".join(f"{'x step / +ms ep':>17}" for _ in columns))
+        for env_name, make in env_factories(args.only).items():
+            found = measure(make, configs, args.steps, args.rounds)
+            plain = found["plain"]
+            cells = []
+            for name in columns:
+                step, episode = found[name]["step"], found[name]["episode_ms"]
+                cells.append(f"{step:>7.3f}x {episode:>+7.2f}")
+                step_target, episode_target = TARGETS.get(name, (None, None))
+                if step_target is not None and step > step_target:
+                    misses.append(f"{env_name}: {name} {step:.3f}x per step (target {step_target}x)")
+                if episode_target is not None and episode > episode_target:
+                    misses.append(f"{env_name}: {name} +{episode:.2f} ms per episode (target {episode_target} ms)")
+            print(f"{env_name:<26} {plain['plain_step_us']:>8.1f} " + " ".join(f"{c:>17}" for c in cells), flush=True)
+            print(f"{'':<26} {plain['plain_episode_ms']:>8.2f}", flush=True)
+    print("targets: ArtifactMonitor <= 1.05x per step and <= +0.5 ms per episode; RecordPhysics <= +2 ms per "
+          "episode; both <= 1.3x per step")
+    print("all targets met" if not misses else "missed:\n  " + "\n  ".join(misses))
+
+
+if __name__ == "__main__":
+    main()
