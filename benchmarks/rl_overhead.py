@@ -59,7 +59,8 @@ def env_factories(only: list[str] | None) -> dict[str, Callable[[], gym.Env]]:
 def wrappers(directory: str) -> dict[str, Callable[[gym.Env], gym.Env]]:
     found: dict[str, Callable[[gym.Env], gym.Env]] = {
         "plain": lambda env: env,
-        "RecordEpisodeStatistics": gym.wrappers.RecordEpisodeStatistics,
+        # a key of its own: Meta-World's MT1 envs already record their statistics under "episode"
+        "RecordEpisodeStatistics": lambda env: gym.wrappers.RecordEpisodeStatistics(env, stats_key="statistics"),
     }
     if importlib.util.find_spec("stable_baselines3") is not None:
         from stable_baselines3.common.monitor import Monitor

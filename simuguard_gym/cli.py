@@ -584,6 +584,9 @@ def _trace(args: argparse.Namespace) -> int:
         return EXIT_DIVERGED
     for result in results:
         print(json.dumps(result.to_dict()) if args.json else result.line())
+        if not args.json:
+            for note in result.notes:
+                print(f"  note: {note}")
     if not results and not args.json:
         print(f"{args.file}: no event or deep-penetration flag to trace")
     if args.event is None and args.history is None:  # the whole trace: the HTML report shows it

@@ -84,7 +84,7 @@ POINTS = {
     "adapter.body_states": _method(mujoco_engine.MujocoAdapter, "body_states"),
     "adapter.stage_box": _method(mujoco_engine.MujocoAdapter, "stage_box"),
     "adapter.engine_substeps": _method(mujoco_engine.MujocoAdapter, "engine_substeps"),
-    "adapter.model_changes": _method(mujoco_engine.MujocoAdapter, "model_changes"),
+    "adapter.model_record": _method(mujoco_engine.MujocoAdapter, "model_record"),
     "adapter.capture_contacts": _method(mujoco_engine.MujocoAdapter, "capture_contacts"),
     "adapter.detach": _method(mujoco_engine.MujocoAdapter, "detach"),
     "tap.start": _method(tap.SubstepTap, "start_episode"),

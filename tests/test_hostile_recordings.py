@@ -237,21 +237,35 @@ def test_python_m_never_imports_a_module_beside_the_recording(scene, tmp_path):
     assert "asks to import module 'pwned_module'" in done.stderr
 
 
-def test_a_sapien_recording_is_data_too(tmp_path, sentinel, capsys):
+@pytest.fixture(scope="module")
+def physx(tmp_path_factory) -> Path:
+    """A PhysX recording of the built-in placement, with its contact artifact (seed 116)."""
     pytest.importorskip("sapien")
     import simuguard_gym.envs  # noqa: F401
+    from simuguard_gym import ArtifactMonitor
 
-    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path / "physx")
-    env.reset(seed=100)
-    for _ in range(3):
-        env.step(env.action_space.sample())
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path_factory.mktemp("physx")))
+    env.reset(seed=116)
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.unwrapped.expert_action())
+        done = terminated or truncated
     env.close()
-    path = hostile(env.paths[0], "factory", tmp_path / "physx_hostile.msgpack", sentinel)
-    assert main(["replay", str(path)]) == 1
-    assert "asks to call the env factory 'subprocess:run'" in capsys.readouterr().err
-    assert main(["replay", str(path), "--json"]) == 1
-    line = json.loads(capsys.readouterr().out)
-    assert "refused" in line["error"]
+    return env.env.paths[0]
+
+
+@pytest.mark.parametrize("command", ["replay", "rerun", "trace", "video", "view", "report", "export", "inspect",
+                                     "detect"])
+def test_a_sapien_recording_is_data_too(physx, tmp_path, sentinel, capsys, caplog, command):
+    path = hostile(physx, "factory", tmp_path / "in" / "episode.msgpack", sentinel)
+    argv = {"replay": ["replay", str(path)], "rerun": ["rerun", str(path)], "trace": ["trace", str(path)],
+            "video": ["video", str(path)], "view": ["view", str(path)], "report": ["report", str(path.parent)],
+            "export": ["export", str(path), "--to", "maniskill", "--out", str(tmp_path / "exported")],
+            "inspect": ["inspect", str(path)], "detect": ["detect", str(path)]}[command]
+    main(argv)  # whatever it exits with, the file's code never runs (the sentinel fixture checks)
+    text = said(capsys, caplog)
+    if command in ("replay", "rerun", "trace", "view", "report"):  # each rebuilds the env, or would
+        assert "asks to call the env factory 'subprocess:run'" in text and "--trust" in text, text
 
 
 @pytest.mark.parametrize("command", ["replay", "rerun", "trace"])

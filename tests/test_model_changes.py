@@ -21,7 +21,7 @@ def test_changes_are_written_back_on_a_fresh_build(monkeypatch):
     recorded.site_pos[0] = [0.2, 0.1, 0.9]         # Meta-World's new goal at reset
     recorded.geom_size[1, 0] = 0.04                  # robosuite's randomised cube
     recorded.opt.timestep = 0.004
-    changes, digests = arrays.changes(recorded), ModelArrays.digests(recorded)
+    changes, digests = arrays.changes(recorded), arrays.digests(recorded)
     assert set(changes) == {"site_pos", "geom_size", "opt.timestep"}
     assert changes["geom_size"]["index"].tolist() == [3] and "index" not in changes["site_pos"]
 
@@ -45,8 +45,46 @@ def test_what_cannot_be_restored_is_named():
     recorded = mujoco.MjModel.from_xml_string(XML)
     arrays = ModelArrays(recorded)
     recorded.body_mass[1] = 2.0
-    digests = ModelArrays.digests(recorded)
+    digests = arrays.digests(recorded)
     fresh = mujoco.MjModel.from_xml_string(XML)
     written, differing = ModelArrays(fresh).restore(fresh, {}, digests)  # a recording without the change
     assert written == [] and differing == ["body_mass"]
     assert arrays.changes(recorded)["body_mass"]["values"][1] == 2.0
+
+
+def test_the_fingerprint_and_checksums_are_those_of_the_arrays_as_they_are_now():
+    """Computed once for the model as built, they follow every change: an array, an option."""
+    model = mujoco.MjModel.from_xml_string(XML)
+    arrays = ModelArrays(model)
+
+    def full_digests() -> dict:
+        import zlib
+
+        return {name: zlib.crc32(np.ascontiguousarray(v).tobytes()) for name, v in mujoco_model.physics_arrays(model)}
+
+    for change in (lambda: None, lambda: model.body_mass.__setitem__(1, 2.0), lambda: setattr(model.opt, "timestep", 0.003),
+                   lambda: model.body_mass.__setitem__(1, float(arrays.reference["body_mass"][1]))):
+        change()
+        assert arrays.fingerprint(model) == fingerprint(model)
+        assert arrays.digests(model) == full_digests()
+    assert arrays.differing(model) == ["opt.timestep"]
+
+
+def test_a_changed_option_replays_from_a_file(tmp_path):
+    """An env that changes a scalar option (opt.timestep) between episodes: the recording keeps it
+    as a scalar, and the replay writes it back."""
+    import gymnasium as gym
+
+    import simuguard_gym.envs  # noqa: F401
+    from simuguard_gym import RecordPhysics, replay
+
+    env = RecordPhysics(gym.make("simuguard_gym/MujocoScene-v0", xml=XML), tmp_path)
+    env.reset(seed=0)
+    env.unwrapped.model.opt.timestep = 0.004  # the env's own change, after it was built
+    env.reset(seed=1)
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    env.close()
+    result = replay(env.paths[-1])
+    assert result.exact, result.message
+    assert any("opt.timestep" in note for note in result.notes)

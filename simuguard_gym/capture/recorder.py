@@ -465,6 +465,15 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
     table = adapter.body_table()
     pose, vel = adapter.body_states(recorder.initial_state[None], recorder.tracked)
     stage = adapter.stage_box()
+    # What the env changed in its model since it was built (Meta-World's goal and bodies at
+    # reset), and a checksum of every model array: a replay writes back what differs.
+    if isinstance(adapter, RestorableModel):
+        fingerprint, changes, digests = adapter.model_record()
+        model = {"model_fingerprint": fingerprint, "model_digests": digests,
+                 "model_changes": {name: {key: encode_array(part) for key, part in change.items()}
+                                   for name, change in changes.items()}}
+    else:
+        model = {"model_fingerprint": adapter.model_fingerprint()}
     return {
         "engine": adapter.engine,
         "engine_version": adapter.engine_version,
@@ -480,12 +489,7 @@ def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any)
         "gravity": [float(g) for g in adapter.gravity],
         # Where the task happens (the robot and the static scene): the detector's off-stage rule.
         "stage": None if stage is None else [[float(x) for x in corner] for corner in stage],
-        "model_fingerprint": adapter.model_fingerprint(),
-        # What the env changed in its model since it was built (Meta-World's goal and bodies at
-        # reset), and a checksum of every model array: a replay writes back what differs.
-        **({"model_changes": {name: {key: encode_array(part) for key, part in change.items()}
-                              for name, change in adapter.model_changes().items()},
-            "model_digests": adapter.model_digests()} if isinstance(adapter, RestorableModel) else {}),
+        **model,
         "snapshot_every": recorder.snapshot_every,
         "chunk_substeps": recorder.chunk_substeps,
         **extra,

@@ -251,8 +251,12 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         return robot
 
     def model_fingerprint(self) -> str:
-        """Hash of every physics-relevant model array (drawing-only arrays left out)."""
-        return mujoco_model.fingerprint(self.model)
+        """Hash of every physics-relevant model array's checksum (drawing-only arrays left out)."""
+        return self._model_arrays.fingerprint(self.model)
+
+    def model_record(self) -> tuple[str, dict[str, dict[str, np.ndarray]], dict[str, int]]:
+        """:meth:`model_fingerprint`, :meth:`model_changes` and :meth:`model_digests` at once."""
+        return self._model_arrays.record(self.model)
 
     def model_changes(self) -> dict[str, dict[str, np.ndarray]]:
         """The physics-relevant model arrays that differ from the model the adapter was built on
@@ -262,7 +266,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
 
     def model_digests(self) -> dict[str, int]:
         """CRC-32 of each physics-relevant model array, by name."""
-        return mujoco_model.ModelArrays.digests(self.model)
+        return self._model_arrays.digests(self.model)
 
     def restore_model(self, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int] | None
                       ) -> tuple[list[str], list[str]]:

@@ -50,13 +50,22 @@ def physics_arrays(model: mujoco.MjModel) -> Iterator[tuple[str, np.ndarray]]:
             yield f"opt.{name}", np.asarray(value)
 
 
-def fingerprint(model: mujoco.MjModel) -> str:
-    """BLAKE2b of every physics-relevant array: two models with the same one run the same physics."""
+def digests_of(model: mujoco.MjModel) -> dict[str, int]:
+    """CRC-32 of each physics-relevant array's bytes, by name."""
+    return {name: zlib.crc32(np.ascontiguousarray(value)) for name, value in physics_arrays(model)}
+
+
+def digest_fingerprint(digests: dict[str, int]) -> str:
+    """BLAKE2b of the arrays' names and checksums: two models with the same one run the same physics."""
     h = hashlib.blake2b(digest_size=16)
-    for name, value in physics_arrays(model):
-        h.update(name.split(".", 1)[-1].encode())
-        h.update(np.ascontiguousarray(value).tobytes())
+    for name in sorted(digests):
+        h.update(f"{name}:{digests[name]:08x};".encode())
     return h.hexdigest()
+
+
+def fingerprint(model: mujoco.MjModel) -> str:
+    """The model's fingerprint: :func:`digest_fingerprint` of its arrays' checksums."""
+    return digest_fingerprint(digests_of(model))
 
 
 #: Arrays up to this size go into a recording whole when they changed; larger ones (robosuite
@@ -66,23 +75,64 @@ WHOLE_BYTES = 64 * 1024
 
 
 class ModelArrays:
-    """A model's physics-relevant arrays as first seen, and what has changed in them since."""
+    """A model's physics-relevant arrays as first seen, and what has changed in them since.
+
+    Every question (changes, checksums, fingerprint) starts from which arrays differ from the
+    model as first seen, byte for byte: the arrays are listed once per model (MuJoCo gives them
+    as views on its memory) and the checksums of the model as built are computed once, so an
+    episode costs a comparison per array and a checksum of each array its env changed, not a
+    hash of the whole model (Meta-World moves its goal at every reset of a 13 MB model).
+    """
 
     def __init__(self, model: mujoco.MjModel) -> None:
         self.reference = {name: np.array(value) for name, value in physics_arrays(model)}
+        self._reference_bytes = {name: value.tobytes() for name, value in self.reference.items()}
+        self._digests = {name: zlib.crc32(data) for name, data in self._reference_bytes.items()}
         #: Arrays seen changed in some episode: they go into every later recording too (they are
         #: what the env changes; a replay must not take them from its own build).
         self.changing: set[str] = set()
+        self._listed: tuple[mujoco.MjModel, list[tuple[str, np.ndarray]], list[str]] | None = None
+
+    def differing(self, model: mujoco.MjModel) -> list[str]:
+        """The arrays of ``model`` whose bytes differ from the reference's (or that it lacks)."""
+        if self._listed is None or self._listed[0] is not model:
+            found = list(physics_arrays(model))
+            arrays = [(name, value) for name, value in found if not name.startswith("opt.")]
+            # Scalar options come as copies: read anew each time (a few), in physics_arrays' order.
+            self._listed = (model, arrays, [name for name, _ in found if name.startswith("opt.")])
+        _, arrays, options = self._listed
+        reference = self._reference_bytes
+        out = [name for name, value in arrays if value.tobytes() != reference.get(name)]
+        for name in options:
+            if np.asarray(getattr(model.opt, name[4:])).tobytes() != reference.get(name):
+                out.append(name)
+        return out
+
+    def record(self, model: mujoco.MjModel) -> tuple[str, dict[str, dict[str, np.ndarray]], dict[str, int]]:
+        """``(fingerprint, changes, digests)`` of ``model`` (see each) from one comparison pass."""
+        differing = self.differing(model)
+        digests = self._digests_after(model, differing)
+        return digest_fingerprint(digests), self._changes(model, differing), digests
+
+    def fingerprint(self, model: mujoco.MjModel) -> str:
+        """:func:`fingerprint` of ``model``."""
+        return digest_fingerprint(self.digests(model))
 
     def changes(self, model: mujoco.MjModel) -> dict[str, dict[str, np.ndarray]]:
         """The arrays that differ from the reference, or ever did: ``{"values": array}``, or for
         large arrays of the reference's shape ``{"index": flat indices, "values": those elements}``."""
+        return self._changes(model, self.differing(model))
+
+    def _changes(self, model: mujoco.MjModel, differing: list[str]) -> dict[str, dict[str, np.ndarray]]:
+        names = set(differing) | self.changing
+        if not names:
+            return {}
         out = {}
         for name, value in physics_arrays(model):
+            if name not in names:
+                continue
             reference = self.reference.get(name)
             same_shape = reference is not None and reference.shape == value.shape and reference.dtype == value.dtype
-            if name not in self.changing and same_shape and reference.tobytes() == np.ascontiguousarray(value).tobytes():
-                continue
             self.changing.add(name)
             if same_shape and value.nbytes > WHOLE_BYTES:
                 flat, ref = np.ascontiguousarray(value).reshape(-1), reference.reshape(-1)
@@ -92,10 +142,17 @@ class ModelArrays:
                 out[name] = {"values": np.array(value)}
         return out
 
-    @staticmethod
-    def digests(model: mujoco.MjModel) -> dict[str, int]:
-        """CRC-32 of each physics-relevant array's bytes, by name."""
-        return {name: zlib.crc32(np.ascontiguousarray(value).tobytes()) for name, value in physics_arrays(model)}
+    def digests(self, model: mujoco.MjModel) -> dict[str, int]:
+        """CRC-32 of each physics-relevant array's bytes, by name (:func:`digests_of`)."""
+        return self._digests_after(model, self.differing(model))
+
+    def _digests_after(self, model: mujoco.MjModel, differing: list[str]) -> dict[str, int]:
+        """The reference's checksums, those of the ``differing`` arrays taken anew (every other
+        array is byte for byte the reference's)."""
+        out = dict(self._digests)
+        for name in differing:
+            out[name] = zlib.crc32(np.ascontiguousarray(_array(model, name)))
+        return out
 
     def restore(self, model: mujoco.MjModel, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int]
                 ) -> tuple[list[str], list[str]]:
@@ -160,6 +217,8 @@ def checked_value(name: str, current: np.ndarray, value: object) -> np.ndarray:
     if current.dtype.kind != "f":
         raise RecordingError(f"model_changes {name}: an {current.dtype} array (an index, address, count or flag) "
                              "is never written from a recording")
+    if isinstance(value, np.ndarray) and current.ndim == 0 and value.shape == (1,):
+        value = value.reshape(())  # a scalar option, as earlier files hold it (one element)
     if not isinstance(value, np.ndarray) or value.dtype != current.dtype or value.shape != current.shape:
         found = f"{value.dtype} {value.shape}" if isinstance(value, np.ndarray) else type(value).__name__
         raise RecordingError(f"model_changes {name}: {found} given for the model's {current.dtype} {current.shape}")
@@ -167,6 +226,13 @@ def checked_value(name: str, current: np.ndarray, value: object) -> np.ndarray:
     if not finite.all() and (_bits(value)[~finite] != _bits(np.ascontiguousarray(current))[~finite]).any():
         raise RecordingError(f"model_changes {name}: values that are not finite")
     return value
+
+
+def _array(model: mujoco.MjModel, name: str) -> np.ndarray:
+    """Array ``name`` of :func:`physics_arrays` (``opt.<field>`` for an option)."""
+    if name.startswith("opt."):
+        return np.asarray(getattr(model.opt, name[4:]))
+    return np.asarray(getattr(model, name))
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

@@ -159,6 +159,9 @@ class RestorableModel(Protocol):
     def model_digests(self) -> dict[str, int]:
         """A checksum of every physics-relevant model array, by name."""
 
+    def model_record(self) -> tuple[str, dict[str, dict[str, np.ndarray]], dict[str, int]]:
+        """The model's fingerprint, changes and digests at once (what a recording's header holds)."""
+
     def restore_model(self, changes: dict[str, dict[str, np.ndarray]], digests: dict[str, int] | None
                       ) -> tuple[list[str], list[str]]:
         """Write a recorded episode's model back: (arrays written, arrays that still differ)."""

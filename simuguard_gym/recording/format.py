@@ -88,7 +88,8 @@ class TruncatedRecordingError(RecordingError):
 
 
 def encode_array(array: np.ndarray) -> dict[str, Any]:
-    array = np.ascontiguousarray(array)
+    # ascontiguousarray would make a 0-d array (a scalar option) 1-d
+    array = np.ascontiguousarray(array) if np.ndim(array) else np.array(array)
     dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
     return {"dtype": dtype.str, "shape": list(array.shape), "data": array.astype(dtype, copy=False).tobytes()}
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 import numpy as np
@@ -19,6 +21,43 @@ from simuguard_gym.recording.format import (
 )
 from simuguard_gym.output_files import refuse_link
 from simuguard_gym.recording.trust import sign
+
+logger = logging.getLogger(__name__)
+
+
+_syncer: ThreadPoolExecutor | None = None
+
+
+def sync_in_background(file: BinaryIO) -> None:
+    """Close ``file`` now and fsync it in a thread of its own (one for the process; the
+    interpreter waits for it at exit): a file's durability costs the env's loop nothing."""
+    global _syncer
+    descriptor = os.dup(file.fileno())  # the thread's own: the file closes here, its errors are the caller's
+    try:
+        file.close()
+    except BaseException:
+        os.close(descriptor)
+        raise
+    if _syncer is None:
+        _syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simuguard-fsync")
+    _syncer.submit(_sync_and_close, descriptor, str(getattr(file, "name", "")))
+
+
+def _sync_and_close(descriptor: int, name: str) -> None:
+    try:
+        os.fsync(descriptor)
+    except OSError as error:  # whole in the page cache: only a crash of the machine could lose it now
+        logger.warning("simuguard: could not sync %s to disk: %s", name, error)
+    finally:
+        os.close(descriptor)
+
+
+def _forget_syncer() -> None:
+    global _syncer
+    _syncer = None  # a forked child starts a thread of its own if it ever writes a recording
+
+
+os.register_at_fork(after_in_child=_forget_syncer)
 
 
 def pack_record(kind: str, payload: dict[str, Any]) -> bytes:
@@ -99,12 +138,13 @@ class RecordingWriter:
         self._file.flush()
 
     def close(self, footer: dict[str, Any]) -> Path:
-        """Write the footer, make the file durable and give it its final name."""
+        """Write the footer and give the file its final name; it is made durable (fsync) in a
+        thread of its own, maybe after the rename: a crash of the machine before that leaves a
+        file whose checksums fail, never one that reads as whole."""
         payload = {**footer, "chunks": self._chunks, "substeps": self.substeps, "sha256": self._sha.hexdigest()}
         self._file.write(pack_record("footer", payload))
         self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        sync_in_background(self._file)
         refuse_link(self.path)
         os.replace(self.partial_path, self.path)
         return self.path

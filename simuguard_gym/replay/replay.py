@@ -180,13 +180,13 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     if adapter.engine_version != header.get("engine_version"):
         notes.append(f"engine version differs: recorded {header.get('engine_version')}, "
                      f"replay {adapter.engine_version}")
-    model_restored = adapter.model_fingerprint() != header.get("model_fingerprint")
+    model_restored = not _same_model(adapter, header)
     if model_restored:
         try:
             differing = _restore_model(adapter, header, notes)
         except RecordingError as error:
             raise RecordingError(f"{rec.path}: {error}") from None
-        if adapter.model_fingerprint() != header.get("model_fingerprint"):
+        if not _same_model(adapter, header):
             detail = ("the rebuilt scene's model differs from the recorded one (seed not honoured, or different "
                       "env kwargs/version)")
             if differing:
@@ -203,6 +203,16 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
         adapter.write_state(recorded_initial.copy())
         notes.append("the reset did not reproduce the recorded initial state; it was written back")
     return Prepared(adapter, state, restored, model_restored)
+
+
+def _same_model(adapter: PhysicsAdapter, header: dict[str, Any]) -> bool:
+    """Whether the rebuilt scene's model is the recorded one: by every array's checksum where the
+    recording keeps them (MuJoCo; whatever the fingerprint's definition when it was written), else
+    by the fingerprint."""
+    digests = header.get("model_digests")
+    if isinstance(adapter, RestorableModel) and isinstance(digests, dict):
+        return adapter.model_digests() == digests
+    return adapter.model_fingerprint() == header.get("model_fingerprint")
 
 
 def _restore_model(adapter: PhysicsAdapter, header: dict[str, Any], notes: list[str]) -> list[str]:

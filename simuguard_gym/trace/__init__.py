@@ -166,6 +166,9 @@ def trace_contact(rec: Recording, contact: dict[str, Any], name: str = "contact"
     gap, direction = pair.true_gap()
     result = TraceResult(name, pair.substep, list(pair.names), list(pair.pieces), pair.separation, gap, "", "",
                          separating_direction=direction.tolist(), history=pair.poses.shape[1])
+    for piece, described in zip(pair.pieces, pair.descriptions):
+        if "why_not_source" in described:
+            result.notes.append(f"piece {piece} cooked from its recorded vertices: {described['why_not_source']}")
     if "plane" in pair.kinds:
         result.label = "not_traceable"
         result.verdict = "not traceable: a plane is not rebuilt (PhysX plane contacts use no GJK)"
