@@ -322,6 +322,9 @@ def describe(rec: Recording) -> str:
                      f"{rec.errors[0].get('type')}: {rec.errors[0].get('message')})")
     table = rec.bodies
     lines.append(f"bodies     {len(table)} ({len(rec.tracked)} tracked)")
+    watched = [table.names[i] for i in rec.tracked if table.roles[i] == "object"]
+    lines.append(f"watched    {', '.join(watched)}" if watched else
+                 "watched    none: no object to watch for contact artifacts (TaskSpec(objects=...) names them)")
     for i in rec.tracked:
         lines.append(f"  {table.names[i]:<32} {table.kinds[i]:<10} {table.roles[i]:<10} {table.masses[i]:.4g} kg")
     cols = rec.columns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -42,8 +43,11 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     occurred in this episode so far), ``events`` (those artifacts as plain dicts: body, partner
     and contact at onset, speeds, each stage's ratio and verdict), ``flags`` (deep penetration,
     non-finite or absurd states) and ``errors`` (exceptions caught inside the monitor; they never
-    reach the caller). Substeps are analysed in one batch per env step; an event is reported
-    once its windows have closed (at most ``confirm_window`` after its onset).
+    reach the caller); after every reset also ``watching``, the bodies it watches: the objects
+    (free bodies outside the robot, and those a ``task_spec`` names as objects). A scene without
+    any (Gymnasium's locomotion tasks, Pusher's object on slide joints) is watched for nothing,
+    and the monitor warns once. Substeps are analysed in one batch per env step; an event is
+    reported once its windows have closed (at most ``confirm_window`` after its onset).
 
     ``on_artifact="truncate"`` ends the episode (``truncated=True``) at the step that confirms an
     artifact, so that an RL learner does not learn from a simulator glitch. With ``"ignore"`` the
@@ -91,6 +95,9 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.tap.substep)
+        #: The bodies the detector watches this episode (the objects), by name.
+        self.watching: tuple[str, ...] = ()
+        self._warned = False
 
     # ------------------------------------------------------------------ gymnasium API
     # The env's own calls run unguarded (its exceptions are its own); simuguard's parts run under
@@ -106,12 +113,13 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         guarded(self._on_hook_error, "monitor.reset", self._start_episode)
         fields = self._fields()
         fields["errors"] = ending + fields["errors"]
+        fields["watching"] = list(self.watching)
         return obs, with_simuguard(info, **fields)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        watching = self.tap.active
+        active = self.tap.active
         obs, reward, terminated, truncated, info = self.env.step(action)
-        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(watching, terminated or truncated))
+        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(active, terminated or truncated))
         fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             truncated = True
@@ -128,7 +136,15 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _start_episode(self) -> None:
         self.adapter.refresh()
         self.tap.start_episode()
-        monitored = self.tap.tracked[[self.adapter.body_table().roles[i] == "object" for i in self.tap.tracked]]
+        table = self.adapter.body_table()
+        monitored = self.tap.tracked[[table.roles[i] == "object" for i in self.tap.tracked]]
+        self.watching = tuple(table.names[i] for i in monitored)
+        if not self.watching and not self._warned:
+            self._warned = True
+            warnings.warn(f"ArtifactMonitor watches no body of {_env_name(self.env)}: it watches objects (free "
+                          "bodies outside the robot, or the bodies a TaskSpec names as objects), and this scene has "
+                          "none, so it can report no contact artifact. Name the bodies to watch with "
+                          "ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))", UserWarning, stacklevel=4)
         self._speed_bound = self.adapter.speed_bound(monitored)
         deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
         # A quarter of the tap left for the step that reaches the deferral: a tap that fills
@@ -142,8 +158,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             task_bodies=task_bodies(self.adapter.task_spec))
         self._audit.start_episode()  # after the tap's start: its count begins there
 
-    def _after_step(self, watching: bool, ended: bool) -> None:
-        if watching and self.tap.active:
+    def _after_step(self, active: bool, ended: bool) -> None:
+        if active and self.tap.active:
             guarded(self._on_hook_error, "monitor.substeps", self._check_substeps, substep=self.tap.substep)
         self._decode_due()
         if ended:
@@ -240,3 +256,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         artifacts, flags = guarded(self._on_hook_error, "monitor.step", found, default=([], []))
         return {"artifact": bool(artifacts), "events": artifacts, "flags": flags, "errors": list(self._errors)}
+
+
+def _env_name(env: gym.Env) -> str:
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None else type(env.unwrapped).__name__
