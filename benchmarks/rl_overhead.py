@@ -27,16 +27,12 @@ import argparse
 import importlib.util
 import tempfile
 import time
-import warnings
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
 from simuguard_gym import ArtifactMonitor, RecordPhysics
-
-# These scenes have no object to watch, and the monitor says so once per env: the cost is the point here.
-warnings.filterwarnings("ignore", message="ArtifactMonitor watches no body")
 
 GYMNASIUM_V5 = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
                 "InvertedDoublePendulum-v5", "InvertedPendulum-v5", "Pusher-v5", "Reacher-v5", "Swimmer-v5",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -35,6 +34,9 @@ MAX_DEFERRED_SECONDS = 2.0
 #: candidate can start in a substep taken for quiet.
 QUIET_MARGIN = 1e-9
 
+#: The envs (by id) whose monitor said it watches nothing: it says so once per process.
+_WARNED: set[str] = set()
+
 
 class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Run the three-stage contact-artifact detector on every physics substep.
@@ -46,7 +48,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     reach the caller); after every reset also ``watching``, the bodies it watches: the objects
     (free bodies outside the robot, and those a ``task_spec`` names as objects). A scene without
     any (Gymnasium's locomotion tasks, Pusher's object on slide joints) is watched for nothing,
-    and the monitor warns once. Substeps are analysed in one batch per env step; an event is
+    and the monitor says so once (a warning in the log). Substeps are analysed in one batch per env step; an event is
     reported once its windows have closed (at most ``confirm_window`` after its onset).
 
     ``on_artifact="truncate"`` ends the episode (``truncated=True``) at the step that confirms an
@@ -97,7 +99,6 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.tap.substep)
         #: The bodies the detector watches this episode (the objects), by name.
         self.watching: tuple[str, ...] = ()
-        self._warned = False
 
     # ------------------------------------------------------------------ gymnasium API
     # The env's own calls run unguarded (its exceptions are its own); simuguard's parts run under
@@ -139,12 +140,13 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         table = self.adapter.body_table()
         monitored = self.tap.tracked[[table.roles[i] == "object" for i in self.tap.tracked]]
         self.watching = tuple(table.names[i] for i in monitored)
-        if not self.watching and not self._warned:
-            self._warned = True
-            warnings.warn(f"ArtifactMonitor watches no body of {_env_name(self.env)}: it watches objects (free "
-                          "bodies outside the robot, or the bodies a TaskSpec names as objects), and this scene has "
-                          "none, so it can report no contact artifact. Name the bodies to watch with "
-                          "ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))", UserWarning, stacklevel=4)
+        name = _env_name(self.env)
+        if not self.watching and name not in _WARNED:  # once per env and process (a vector env has many)
+            _WARNED.add(name)
+            logger.warning("ArtifactMonitor watches no body of %s: it watches objects (free bodies outside the "
+                           "robot, or the bodies a TaskSpec names as objects), and this scene has none, so it can "
+                           "report no contact artifact. Name the bodies to watch with ArtifactMonitor(env, "
+                           "task_spec=TaskSpec(objects=(...)))", name)
         self._speed_bound = self.adapter.speed_bound(monitored)
         deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
         # A quarter of the tap left for the step that reaches the deferral: a tap that fills
