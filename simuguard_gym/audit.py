@@ -43,7 +43,7 @@ from simuguard_gym.output_files import write_output
 from simuguard_gym.policy import BatchChunkPlayer, ChunkPlayer, load_policy
 from simuguard_gym.recording import trust
 from simuguard_gym.recording.format import FILE_SUFFIX, PARTIAL_SUFFIX, RecordingError
-from simuguard_gym.recording.reader import Recording, load_recording
+from simuguard_gym.recording.reader import load_recording
 from simuguard_gym.replay.interventions import Intervention, default_intervention
 
 logger = logging.getLogger(__name__)
@@ -226,8 +226,7 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
     todo = []
     for seed in config.seeds():
         path = out / f"{episode_name(seed)}{FILE_SUFFIX}"
-        rec = _finished(path, force)
-        if rec is not None:
+        if _finished(path, force):
             continue
         for stale in out.glob(f"{path.name}*"):
             stale.unlink()  # the rest of an episode that is redone: its rerun, trace
@@ -236,24 +235,22 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
     return todo
 
 
-def _finished(path: Path, force: bool) -> Recording | None:
-    """The episode's recording where the run finished it: complete, ended by the env (not cut by
-    an interruption), made by this user (an audit never scores files others put in its
-    directory: with ``force`` they are redone)."""
+def _finished(path: Path, force: bool) -> bool:
+    """Whether the run finished the episode of ``path``: its recording complete, ended by the env
+    (not cut by an interruption), made by this user (an audit never scores files others put in
+    its directory: with ``force`` they are redone)."""
     if not os.path.lexists(path):
-        return None
+        return False
     try:
         rec = load_recording(path)
     except RecordingError:
-        return None
+        return False
     if not trust.signed_by_user(rec.header):
         if not force:
             raise ValueError(f"{path} was not recorded by you (it is not signed with your key); an audit resumes "
                              "only its own episodes: use another --out, or --force to redo it")
-        return None
-    if (rec.footer or {}).get("ended") not in ("terminated", "truncated"):
-        return None
-    return rec
+        return False
+    return (rec.footer or {}).get("ended") in ("terminated", "truncated")
 
 
 def run_episodes(config: AuditConfig, out: Path, seeds: list[int],

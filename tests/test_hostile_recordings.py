@@ -10,7 +10,6 @@ user's own ``--env-fn``; the user's own recordings, factories included, replay w
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -280,3 +279,19 @@ def test_an_unknown_env_or_a_factory_that_builds_no_env_is_one_line(scene, tmp_p
     assert main([command, str(scene), *extra, "--env-fn", "builtins:dict"]) in (1, 2)
     err = capsys.readouterr().err
     assert "the env factory returned dict, which is not an env" in err and err.count("\n") == 1, err
+
+
+def test_without_a_key_recordings_are_written_unsigned_with_one_warning(tmp_path, monkeypatch, caplog):
+    """A config directory that cannot be made (here: under a file): the recorder goes on, unsigned,
+    and says so once; a registered id still replays (in a child process), a named factory would not."""
+    from simuguard_gym.recording import trust
+
+    blocked = tmp_path / "not_a_directory"
+    blocked.write_text("")
+    monkeypatch.setenv("SIMUGUARD_CONFIG_DIR", str(blocked / "simuguard"))
+    monkeypatch.setattr(trust, "_keys", {})
+    monkeypatch.setattr(trust, "_unmakeable", set())
+    paths = [record_scene(created_inside_floor, tmp_path / "recordings", seed=s, depth=0.03) for s in (0, 1)]
+    assert caplog.text.count("cannot create the recording key") == 1
+    assert not any(signed_by_user(load_recording(p).header) for p in paths)
+    assert replay(paths[0]).exact

@@ -57,7 +57,8 @@ def config_directory() -> Path:
     return Path(base) / "simuguard"
 
 
-_keys: dict[str, bytes | None] = {}
+_keys: dict[str, bytes] = {}  # by key file: the keys read or made
+_unmakeable: set[str] = set()  # key files that could not be made (said once)
 
 
 def user_key(*, create: bool = True) -> bytes | None:
@@ -65,16 +66,16 @@ def user_key(*, create: bool = True) -> bytes | None:
     recordings are then written unsigned, and a warning says so once)."""
     path = config_directory() / _KEY_FILE
     where = str(path)
-    if where in _keys and (_keys[where] is not None or not create):
-        return _keys[where]
-    key = _read_key(path)
-    if key is None and create:
+    key = _keys.get(where) or _read_key(path)
+    if key is None and create and where not in _unmakeable:
         try:
             key = _create_key(path)
         except OSError as error:
+            _unmakeable.add(where)
             logger.warning("simuguard: cannot create the recording key %s (%s): recordings are written "
                            "unsigned, and replaying them needs --trust", path, error.strerror or error)
-    _keys[where] = key
+    if key is not None:
+        _keys[where] = key
     return key
 
 

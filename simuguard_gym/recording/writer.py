@@ -74,7 +74,8 @@ def pack_chunk(columns: dict[str, np.ndarray], *, index: int, first: int, n: int
 class RecordingWriter:
     """Writes a recording record by record; memory stays bounded by one chunk.
 
-    The file is ``<path>.partial`` until :meth:`close` writes the footer, syncs and renames it,
+    The file is ``<path>.partial`` until :meth:`close` writes the footer and renames it (synced
+    to disk in a thread of its own),
     so a crash never leaves a half-written file under the final name, and the complete chunks
     of a ``.partial`` file still read (``load_recording(..., allow_partial=True)``). Neither name
     may be taken, by a file or a symbolic link. The header is signed with this user's key

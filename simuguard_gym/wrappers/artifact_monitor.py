@@ -48,8 +48,9 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     reach the caller); after every reset also ``watching``, the bodies it watches: the objects
     (free bodies outside the robot, and those a ``task_spec`` names as objects). A scene without
     any (Gymnasium's locomotion tasks, Pusher's object on slide joints) is watched for nothing,
-    and the monitor says so once (a warning in the log). Substeps are analysed in one batch per env step; an event is
-    reported once its windows have closed (at most ``confirm_window`` after its onset).
+    and the monitor says so once (a warning in the log). Substeps are analysed in one batch per
+    env step; an event is reported once its windows have closed (at most ``confirm_window`` after
+    its onset).
 
     ``on_artifact="truncate"`` ends the episode (``truncated=True``) at the step that confirms an
     artifact, so that an RL learner does not learn from a simulator glitch. With ``"ignore"`` the
@@ -261,5 +262,4 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 
 def _env_name(env: gym.Env) -> str:
-    spec = getattr(env, "spec", None)
-    return spec.id if spec is not None else type(env.unwrapped).__name__
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
