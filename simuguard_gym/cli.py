@@ -16,6 +16,7 @@ from simuguard_gym import __version__
 from simuguard_gym.audit import AuditRunError
 from simuguard_gym.import_spec import load_callable
 from simuguard_gym.output_files import write_output
+from simuguard_gym.physics.bodies import WATCHED_ROLES
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import DEFAULTS
@@ -322,7 +323,7 @@ def describe(rec: Recording) -> str:
                      f"{rec.errors[0].get('type')}: {rec.errors[0].get('message')})")
     table = rec.bodies
     lines.append(f"bodies     {len(table)} ({len(rec.tracked)} tracked)")
-    watched = [table.names[i] for i in rec.tracked if table.roles[i] == "object"]
+    watched = [table.names[i] for i in rec.tracked if table.roles[i] in WATCHED_ROLES]
     lines.append(f"watched    {', '.join(watched)}" if watched else
                  "watched    none: no object to watch for contact artifacts (TaskSpec(objects=...) names them)")
     for i in rec.tracked:

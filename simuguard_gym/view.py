@@ -41,7 +41,7 @@ MAX_FRAMES = 5000
 #: A contact point deeper than this (m) is drawn red, the others green.
 DEEP = 0.005
 NORMAL_LENGTH = 0.03  # m: the arrows show directions; depths are in contacts/deepest_mm
-_COLOURS = {"robot": (150, 150, 160), "object": (70, 130, 220), "container": (200, 150, 60),
+_COLOURS = {"robot": (150, 150, 160), "base": (120, 120, 135), "object": (70, 130, 220), "container": (200, 150, 60),
             "scene": (170, 170, 150)}
 
 

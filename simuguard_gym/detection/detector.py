@@ -20,7 +20,7 @@ import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.false_contact import CollisionPieces, check_contact
-from simuguard_gym.physics.bodies import BodyTable
+from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 
 _NEVER = np.iinfo(np.int64).min // 4
@@ -117,13 +117,18 @@ class ArtifactDetector:
         kinds = np.array(bodies.kinds)
         self._col = np.full(nbody, -1, dtype=np.int64)
         self._col[self.tracked] = np.arange(ntrack)
-        self._robot = roles == "robot"
+        self._robot = bodies.robot_mask
         self._static = kinds == "static"
+        # A robot link pressed into the static world or into the robot is its controller's
+        # doing and throws nothing: such pairs are never flagged, however deep.
+        self._pressed = (roles == "robot") | self._static
+        self._base = roles == "base"
+        self._base_cols = np.flatnonzero(self._base[self.tracked]) if ntrack else np.zeros(0, np.int64)
         container = roles == "container"
         # "Its container": the bodies named containers; a scene that names none lets any
         # non-robot body play that part (the floor a thrown object keeps hitting).
         self._container = container if container.any() else ~self._robot
-        self.monitored = roles[self.tracked] == "object" if ntrack else np.zeros(0, bool)
+        self.monitored = np.isin(roles[self.tracked], WATCHED_ROLES) if ntrack else np.zeros(0, bool)
         g = np.zeros(3) if gravity is None else np.asarray(gravity, dtype=float)
         self._g = float(np.linalg.norm(g)) if gravity is not None else 9.81
         self._up = -g / self._g if self._g > 0 else np.array([0.0, 0.0, 1.0])
@@ -145,6 +150,7 @@ class ArtifactDetector:
         self._quat = pose0[None, :, 3:].copy()
         self._vel = vel0[None, :, :3].copy()
         self._speed = np.linalg.norm(self._vel, axis=2)
+        self._fastest = self._speed.copy()  # per substep: the fastest each body moved up to it
         self._dv = np.zeros((1, ntrack))
         self._touch = np.zeros((1, ntrack), bool)
         self._touch_container = np.zeros((1, ntrack), bool)
@@ -233,6 +239,14 @@ class ArtifactDetector:
         last = np.maximum(last, self._last_touch[None])
         recent = k[:, None] - last <= self._w_contact
         raw = recent & (speed > self.config.min_speed) & (dv >= self._dv_min) & self.monitored[None]
+        fastest = np.concatenate([self._fastest, np.fmax.accumulate(
+            np.concatenate([self._fastest[-1:], speed]), axis=0)[1:]])
+        if self._base_cols.size:
+            # A floating base leaves at carrier_ratio x the fastest it moved before carrier_window
+            # ahead, or its actuators explain it (see _event): slower substeps are no candidates.
+            before = np.maximum(k - self._w_carrier - 1 - self._h0, 0)
+            raw[:, self._base_cols] &= speed[:, self._base_cols] > \
+                self.config.carrier_ratio * fastest[before][:, self._base_cols]
         rows, cols = np.nonzero(raw)
         if not keep_pairs and len(rows):
             raise ValueError(f"feed_quiet: substep {first + int(rows[0])} holds an ejection candidate; "
@@ -246,6 +260,7 @@ class ArtifactDetector:
         self._quat = np.concatenate([self._quat, pose[:, :, 3:]])
         self._vel = np.concatenate([self._vel, v])
         self._speed = np.concatenate([self._speed, speed])
+        self._fastest = fastest
         self._dv = np.concatenate([self._dv, dv])
         self._touch = np.concatenate([self._touch, touch])
         self._touch_container = np.concatenate([self._touch_container, touch_container])
@@ -375,6 +390,11 @@ class ArtifactDetector:
             link_speed = np.where(pa == body, pushed.speed[:, 1], pushed.speed[:, 0])
             for robot_link in sorted(set(link[touching].tolist())):
                 carriers[robot_link] = float(link_speed[touching & (link == robot_link)].max())
+        if self._base[body]:
+            # A floating base is carried by its own robot: its actuators have shown they can move
+            # it as fast as it ever moved before carrier_window ahead of onset (a launch at a
+            # contact counts only well beyond that; at the episode's start, beyond the floor).
+            carriers[body] = float(self._fastest[max(onset - self._w_carrier - 1 - self._h0, 0), col])
         carrier_speed = max(carriers.values()) if carriers else None
         carrier_ratio = peak / max(carrier_speed, c.carrier_speed_floor) if carriers else None
         carrier_kept = carrier_ratio is None or carrier_ratio >= c.carrier_ratio
@@ -409,7 +429,7 @@ class ArtifactDetector:
         """How far outside the stage box the body was just before onset, where that is more than
         ``offstage_margin`` (and the TaskSpec does not name it); else None."""
         c = self.config
-        if not c.off_stage or self.stage is None or self.bodies.names[body] in self.task_bodies:
+        if not c.off_stage or self.stage is None or self.bodies.names[body] in self.task_bodies or self._base[body]:
             return None
         lo, hi = self.stage
         distance = float(np.linalg.norm(np.maximum(np.maximum(lo - position, position - hi), 0.0)))
@@ -442,7 +462,7 @@ class ArtifactDetector:
     def _flag(self, pairs: _Pairs | _Points, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
         c, names = self.config, self.bodies.names
         deep = np.flatnonzero((pairs.depth > c.max_penetration)
-                              & ~(self._robot[pairs.bodies[:, 0]] & self._robot[pairs.bodies[:, 1]]))
+                              & ~(self._pressed[pairs.bodies[:, 0]] & self._pressed[pairs.bodies[:, 1]]))
         if len(deep):
             keys, inverse = np.unique(pairs.bodies[deep], axis=0, return_inverse=True)
             inverse = inverse.reshape(-1)
@@ -502,7 +522,7 @@ class ArtifactDetector:
         drop = keep_from - self._h0
         if drop <= max(256, len(self._pos) // 2):  # amortise: trim in large steps
             return
-        for name in ("_pos", "_quat", "_vel", "_speed", "_dv", "_touch", "_touch_container"):
+        for name in ("_pos", "_quat", "_vel", "_speed", "_fastest", "_dv", "_touch", "_touch_container"):
             setattr(self, name, getattr(self, name)[drop:])
         self._h0 = keep_from
         self._pairs = self._pairs.since(keep_from)

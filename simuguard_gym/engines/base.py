@@ -55,7 +55,7 @@ class BodyTableMixin:
         self._table = table
         self._tracked_mask = np.zeros(len(table), dtype=bool)
         self._tracked_mask[table.tracked] = True
-        self._robot_mask = np.array([r == "robot" for r in table.roles], dtype=bool)
+        self._robot_mask = table.robot_mask
 
 
 _ADAPTER_ATTR = "_simuguard_adapter"

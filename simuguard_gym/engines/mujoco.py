@@ -202,16 +202,58 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             else:
                 kinds.append("dynamic")
         robot = self._robot_bodies()
-        free = set(int(b) for b in m.jnt_bodyid[m.jnt_type == int(mujoco.mjtJoint.mjJNT_FREE)])
+        loose = self._loose_bodies()
         roles = []
         for i in range(m.nbody):
             if i in robot:
-                roles.append("robot")
-            elif i in free:
+                # The robot's floating base: the outermost loose body of a robot (legged, free).
+                base = i in loose and not any(int(b) in loose for b in self._ancestors(i))
+                roles.append("base" if base else "robot")
+            elif i in loose:
                 roles.append("object")
             else:
                 roles.append("scene")
         return BodyTable(names, tuple(kinds), tuple(roles), m.body_mass.copy())
+
+    def _ancestors(self, body: int) -> list[int]:
+        parent, out = self.model.body_parentid, []
+        b = int(parent[body])
+        while b != 0:
+            out.append(b)
+            b = int(parent[b])
+        return out
+
+    def _loose_bodies(self) -> set[int]:
+        """Bodies a contact can throw: those that collide and move on a free joint or a slide
+        joint of their own that no actuator drives. A body that only turns about a hinge (a door,
+        a pendulum's pole) is left out: the detector's stages measure a body's flight, and a
+        hinged body cannot fly."""
+        m = self.model
+        actuated = self._actuated_joints()
+        colliding = np.zeros(m.nbody, bool)
+        colliding[m.geom_bodyid[(m.geom_contype | m.geom_conaffinity) != 0]] = True
+        translating = (m.jnt_type == int(mujoco.mjtJoint.mjJNT_FREE)) | (m.jnt_type == int(mujoco.mjtJoint.mjJNT_SLIDE))
+        loose = set()
+        for j in np.flatnonzero(translating).tolist():
+            body = int(m.jnt_bodyid[j])
+            own = range(m.body_jntadr[body], m.body_jntadr[body] + m.body_jntnum[body])
+            if colliding[body] and m.body_mocapid[body] < 0 and not actuated.intersection(own):
+                loose.add(body)
+        return loose
+
+    def _actuated_joints(self) -> set[int]:
+        """Joints an actuator drives, directly or through a tendon."""
+        m = self.model
+        joints: set[int] = set()
+        for a in range(m.nu):
+            trn, target = int(m.actuator_trntype[a]), int(m.actuator_trnid[a, 0])
+            if trn in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT)):
+                joints.add(target)
+            elif trn == int(mujoco.mjtTrn.mjTRN_TENDON):
+                adr, num = m.tendon_adr[target], m.tendon_num[target]
+                joints.update(int(m.wrap_objid[w]) for w in range(adr, adr + num)
+                              if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT))
+        return joints
 
     def _robot_bodies(self) -> set[int]:
         """Bodies in the kinematic subtree of an actuated joint or a mocap body, and their ancestors

@@ -93,13 +93,62 @@ class MujocoKinematics:
     def speed_bound(self, ids: np.ndarray) -> SpeedBound:
         """sqrt(2 (|v|^2 + |w|^2 |c|^2)) >= |v| + |w| |c| bounds a free body's centre-of-mass speed
         (origin velocity v, angular velocity w, centre-of-mass offset c) from its six qvel
-        elements; bodies on other joints need the kinematics (unbounded)."""
-        qvel = self._free_qvel[ids]
-        free = qvel >= 0
-        elements = np.where(free[:, None], qvel[:, None] + np.arange(6), 0).reshape(-1)  # 0: any element
-        arm2 = np.sum(self.model.body_ipos[ids] ** 2, axis=1)
-        weights = np.repeat(2.0 * np.stack([np.ones(len(ids)), arm2], axis=1), 3, axis=1)  # v: 2, w: 2 |c|^2
-        return SpeedBound(elements, weights, None if free.all() else ~free)
+        elements. A body on other joints is bounded through its chain of joints to the world:
+        its speed is at most sum_k r_k |qvel_k| <= sqrt(N sum_k r_k^2 qvel_k^2) over the N dofs
+        of the chain, r_k = 1 for a translation and, for a rotation, the longest the lever from
+        the joint's anchor to the centre of mass can be (the lengths of the body frames between
+        them, added up). A chain through a mocap body is moved by code: unbounded."""
+        m = self.model
+        rows: list[tuple[list[int], list[float]]] = []
+        unbounded = np.zeros(len(ids), bool)
+        for i, body in enumerate(np.asarray(ids).tolist()):
+            if self._free_qvel[body] >= 0:
+                at = int(self._free_qvel[body])
+                arm2 = float(np.sum(m.body_ipos[body] ** 2))
+                rows.append((list(range(at, at + 6)), [2.0] * 3 + [2.0 * arm2] * 3))
+                continue
+            chain = self._chain_levers(body)
+            if chain is None:
+                unbounded[i] = True
+                rows.append(([], []))
+                continue
+            elements, levers = chain
+            rows.append((elements, [len(elements) * r * r for r in levers]))
+        per = max([len(e) for e, _ in rows] + [6])
+        elements = np.zeros((len(rows), per), np.int64)  # padding: any element, weight 0
+        weights = np.zeros((len(rows), per))
+        for i, (e, w) in enumerate(rows):
+            elements[i, :len(e)], weights[i, :len(w)] = e, w
+        return SpeedBound(elements.reshape(-1), weights, unbounded if unbounded.any() else None)
+
+    def _chain_levers(self, body: int) -> tuple[list[int], list[float]] | None:
+        """The qvel elements (state indices) of every dof between ``body`` and the world, and the
+        lever of each (see :meth:`speed_bound`); None through a mocap body."""
+        m = self.model
+        qvel_offset = next(c.offset for c in self._layout if c.name == "qvel")
+        reach = float(np.linalg.norm(m.body_ipos[body]))  # from the frame of b to the centre of mass
+        elements: list[int] = []
+        levers: list[float] = []
+        b = body
+        while b != 0:
+            if m.body_mocapid[b] >= 0:
+                return None
+            for j in range(int(m.body_jntadr[b]), int(m.body_jntadr[b] + m.body_jntnum[b])):
+                kind, dof = int(m.jnt_type[j]), qvel_offset + int(m.jnt_dofadr[j])
+                anchor = reach + float(np.linalg.norm(m.jnt_pos[j]))
+                if kind == int(mujoco.mjtJoint.mjJNT_SLIDE):
+                    elements.append(dof), levers.append(1.0)
+                elif kind == int(mujoco.mjtJoint.mjJNT_HINGE):
+                    elements.append(dof), levers.append(anchor)
+                elif kind == int(mujoco.mjtJoint.mjJNT_BALL):
+                    elements += range(dof, dof + 3)
+                    levers += [anchor] * 3
+                else:  # free: the frame origin's velocity, then the local angular velocity
+                    elements += range(dof, dof + 6)
+                    levers += [1.0] * 3 + [reach] * 3
+            reach += float(np.linalg.norm(m.body_pos[b]))
+            b = int(m.body_parentid[b])
+        return elements, levers
 
     def _kinematics(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
         """Every body's xpos, xquat, cvel, xipos and its subtree's centre of mass, per state."""
@@ -130,7 +179,7 @@ class MujocoKinematics:
         m = self.model
         state = np.empty(self.state_size)
         self.read_state(state)
-        robot = np.array([r == "robot" for r in self.body_table().roles])
+        robot = self.body_table().robot_mask
         scratch = self._scratch_data()
         mujoco.mj_setState(m, scratch, state, _INTEGRATION)
         mujoco.mj_kinematics(m, scratch)

@@ -7,17 +7,31 @@ from typing import Any, Sequence
 
 import numpy as np
 
+#: Roles of the robot: its links (``robot``) and its floating base (``base``: a legged or free
+#: robot's root body on joints no actuator drives, which a solver can launch like an object).
+ROBOT_ROLES = ("robot", "base")
+#: Roles the contact-artifact detector watches: objects and floating bases.
+WATCHED_ROLES = ("object", "base")
+
 
 @dataclass(frozen=True)
 class BodyTable:
     """Every body of a scene, indexed by the engine's body id.
 
     Kinds: ``static`` bodies never move, ``kinematic`` ones are moved by code (mocap, kinematic
-    actors), ``dynamic`` ones by the solver. Roles: ``robot``, ``object``, ``container``, ``scene``
-    (see :class:`simuguard_gym.TaskSpec`).
+    actors), ``dynamic`` ones by the solver. Roles: ``robot``, ``base`` (a robot's floating base),
+    ``object``, ``container``, ``scene`` (see :class:`simuguard_gym.TaskSpec`).
 
     ``tracked`` are the bodies whose state is recorded each substep: every body that can move
-    and is not part of the robot (objects, containers, free-standing scene bodies).
+    and is not a robot link (objects, containers, free-standing scene bodies, floating bases);
+    ``watched`` are those the detector watches (objects and floating bases).
+
+    >>> import numpy as np
+    >>> from simuguard_gym.physics import BodyTable
+    >>> table = BodyTable(("world", "torso", "leg", "ball"), ("static", "dynamic", "dynamic", "dynamic"),
+    ...                   ("scene", "base", "robot", "object"), np.array([0, 5.0, 1.0, 0.1]))
+    >>> table.tracked.tolist(), table.watched.tolist(), table.robot_mask.tolist()
+    ([1, 3], [1, 3], [False, True, True, False])
     """
 
     names: tuple[str, ...]
@@ -40,6 +54,16 @@ class BodyTable:
             [i for i, (k, r) in enumerate(zip(self.kinds, self.roles)) if k != "static" and r != "robot"],
             dtype=np.int32,
         )
+
+    @property
+    def watched(self) -> np.ndarray:
+        """Ids of the tracked bodies the detector watches (objects and floating bases), ascending."""
+        return np.array([i for i in self.tracked.tolist() if self.roles[i] in WATCHED_ROLES], dtype=np.int32)
+
+    @property
+    def robot_mask(self) -> np.ndarray:
+        """Per body: whether it belongs to the robot (a link or its floating base)."""
+        return np.array([r in ROBOT_ROLES for r in self.roles], dtype=bool)
 
     def with_roles(self, roles: Sequence[str]) -> "BodyTable":
         return BodyTable(self.names, self.kinds, tuple(roles), self.masses)

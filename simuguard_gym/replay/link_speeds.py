@@ -48,8 +48,7 @@ class _LinkSpeedProbe:
             return
         a = self.adapter
         if self._robot is None:
-            roles = np.array(a.body_table().roles)
-            self._robot = np.flatnonzero(roles == "robot")
+            self._robot = np.flatnonzero(a.body_table().robot_mask)
             self._state = np.empty(sum(c.size for c in a.state_layout()))
         if not len(self._robot):
             return

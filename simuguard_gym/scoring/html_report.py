@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from simuguard_gym.output_files import output, write_output
+from simuguard_gym.physics.bodies import ROBOT_ROLES
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
@@ -169,7 +170,7 @@ def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any], link_speeds: Calla
         speeds = rec.columns["contact_speed"][a:b]
         for (x, y), (sx, sy) in zip(bodies, speeds):
             for body, other, s in ((x, y, sx), (y, x, sy)):
-                if other == event["body_id"] and roles[body] == "robot" and np.isfinite(s):
+                if other == event["body_id"] and roles[body] in ROBOT_ROLES and np.isfinite(s):
                     link_t.append((k - onset) * dt * 1000)
                     link_v.append(s)
     if link_t:

@@ -12,6 +12,7 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.capture.tap import SubstepTap
@@ -46,9 +47,12 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     and contact at onset, speeds, each stage's ratio and verdict), ``flags`` (deep penetration,
     non-finite or absurd states) and ``errors`` (exceptions caught inside the monitor; they never
     reach the caller); after every reset also ``watching``, the bodies it watches: the objects
-    (free bodies outside the robot, and those a ``task_spec`` names as objects). A scene without
-    any (Gymnasium's locomotion tasks, Pusher's object on slide joints) is watched for nothing,
-    and the monitor says so once (a warning in the log). Substeps are analysed in one batch per
+    (bodies outside the robot that collide and move on a free joint or on slide joints no
+    actuator drives, such as Pusher's object, and those a ``task_spec`` names as objects) and a
+    legged or free robot's floating base (Ant's and Hopper's torso), for launches at a contact
+    that its actuators cannot produce. A scene with neither (a fixed arm alone: Reacher, the
+    pendulums) is watched for nothing; the monitor says why once (a warning in the log;
+    :attr:`unwatched_reason`). Substeps are analysed in one batch per
     env step; an event is reported once its windows have closed (at most ``confirm_window`` after
     its onset).
 
@@ -98,8 +102,10 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.tap.substep)
-        #: The bodies the detector watches this episode (the objects), by name.
+        #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
+        #: Why it watches none (None while it watches some).
+        self.unwatched_reason: str | None = None
 
     # ------------------------------------------------------------------ gymnasium API
     # The env's own calls run unguarded (its exceptions are its own); simuguard's parts run under
@@ -139,15 +145,15 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.adapter.refresh()
         self.tap.start_episode()
         table = self.adapter.body_table()
-        monitored = self.tap.tracked[[table.roles[i] == "object" for i in self.tap.tracked]]
+        monitored = self.tap.tracked[[table.roles[i] in WATCHED_ROLES for i in self.tap.tracked]]
         self.watching = tuple(table.names[i] for i in monitored)
+        self.unwatched_reason = None if self.watching else unwatched_reason(table)
         name = _env_name(self.env)
-        if not self.watching and name not in _WARNED:  # once per env and process (a vector env has many)
+        if self.unwatched_reason is not None and name not in _WARNED:  # once per env and process
             _WARNED.add(name)
-            logger.warning("ArtifactMonitor watches no body of %s: it watches objects (free bodies outside the "
-                           "robot, or the bodies a TaskSpec names as objects), and this scene has none, so it can "
-                           "report no contact artifact. Name the bodies to watch with ArtifactMonitor(env, "
-                           "task_spec=TaskSpec(objects=(...)))", name)
+            logger.warning("ArtifactMonitor watches no body of %s, so it can report no contact artifact: %s. "
+                           "Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))",
+                           name, self.unwatched_reason)
         self._speed_bound = self.adapter.speed_bound(monitored)
         deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
         # A quarter of the tap left for the step that reaches the deferral: a tap that fills
@@ -259,6 +265,18 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         artifacts, flags = guarded(self._on_hook_error, "monitor.step", found, default=([], []))
         return {"artifact": bool(artifacts), "events": artifacts, "flags": flags, "errors": list(self._errors)}
+
+
+def unwatched_reason(table: BodyTable) -> str:
+    """Why a scene has no body to watch, in words, from its bodies' kinds and roles."""
+    moving = [table.names[i] for i in table.tracked.tolist()]
+    if moving:
+        return (f"its moving bodies outside the robot ({', '.join(moving)}) turn about a hinge or never collide, "
+                "and a contact cannot throw them")
+    if any(k == "dynamic" for k, r in zip(table.kinds, table.roles) if r == "robot"):
+        return ("nothing moves but the robot, whose actuators drive every link, and it has no floating base that "
+                "a contact can throw (its base is fixed to the world, or never collides)")
+    return "nothing in it moves but what code moves"
 
 
 def _env_name(env: gym.Env) -> str:

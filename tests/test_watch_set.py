@@ -1,0 +1,139 @@
+"""What the monitor watches on every Gymnasium MuJoCo v5 env, why it watches nothing where it
+does, that a launch a solver makes of a watched body is an artifact, and that clean runs (a robot
+flailing on the floor included) report none."""
+
+from __future__ import annotations
+
+import logging
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from simuguard_gym import ArtifactMonitor, TaskSpec
+from simuguard_gym.wrappers import artifact_monitor
+
+#: Each v5 env: the bodies watched, or (empty) the start of the reason given.
+WATCH_SETS = {
+    "Ant-v5": ["torso"], "HalfCheetah-v5": ["torso"], "Hopper-v5": ["torso"], "Humanoid-v5": ["torso"],
+    "HumanoidStandup-v5": ["torso"], "Walker2d-v5": ["torso"], "Pusher-v5": ["object"],
+    "InvertedPendulum-v5": "nothing moves but the robot", "InvertedDoublePendulum-v5": "nothing moves but the robot",
+    "Swimmer-v5": "nothing moves but the robot", "Reacher-v5": "its moving bodies outside the robot (target)",
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(WATCH_SETS))
+def test_the_watch_set_of_each_v5_env(env_id, caplog, monkeypatch):
+    monkeypatch.setattr(artifact_monitor, "_WARNED", set())
+    expected = WATCH_SETS[env_id]
+    env = ArtifactMonitor(gym.make(env_id))
+    with caplog.at_level(logging.WARNING):
+        watching = env.reset(seed=0)[1]["simuguard"]["watching"]
+        env.reset(seed=1)
+    env.close()
+    if isinstance(expected, list):
+        assert watching == expected and env.unwatched_reason is None
+        assert "watches no body" not in caplog.text
+    else:
+        assert watching == [] and env.unwatched_reason.startswith(expected)
+        assert caplog.text.count(f"ArtifactMonitor watches no body of {env_id}") == 1  # once, with its reason
+        assert expected in caplog.text
+
+
+def test_a_task_spec_chooses_what_is_watched():
+    env = ArtifactMonitor(gym.make("Ant-v5"), task_spec=TaskSpec(robot=("torso",)))
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == []
+    env.close()
+    env = ArtifactMonitor(gym.make("Reacher-v5"), task_spec=TaskSpec(objects=("target",)))
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["target"]
+    env.close()
+
+
+def _torso_into_floor(env: gym.Env, depth: float) -> None:
+    """Teleport Ant's torso (a sphere of radius 0.25 m) ``depth`` into the floor, at rest."""
+    data = env.unwrapped.data
+    data.qpos[2] = 0.25 - depth
+    data.qvel[:] = 0
+
+
+@pytest.mark.parametrize("on_artifact", ["ignore", "truncate"])
+def test_a_launch_of_ants_torso_by_the_solver_is_an_artifact(on_artifact):
+    """Ant's torso put 13 cm into the floor mid-episode is thrown out at several m/s: an artifact of
+    its base, flagged deep; under on_artifact="truncate" the episode ends at the confirming step."""
+    env = ArtifactMonitor(gym.make("Ant-v5"), on_artifact=on_artifact)
+    env.reset(seed=0)
+    zero = np.zeros(env.action_space.shape)
+    for _ in range(40):
+        env.step(zero)
+    _torso_into_floor(env, 0.13)
+    truncated_at = None
+    for step in range(40):
+        _, _, _, truncated, info = env.step(zero)
+        if truncated:
+            truncated_at = step
+            break
+    env.close()
+    (event,) = info["simuguard"]["events"]
+    assert event["body"] == "torso" and event["artifact"] and event["partner"] == "world"
+    assert event["peak_speed"] > 3.0 and event["carrier"]["carriers"] == ["torso"]
+    assert event["carrier"]["ratio"] >= 1.5 and event["off_stage"] is None
+    assert any(f["kind"] == "deep_penetration" and "torso" in f["bodies"] for f in info["simuguard"]["flags"])
+    assert (truncated_at is not None) is (on_artifact == "truncate")
+
+
+def test_a_base_launched_by_its_own_legs_is_explained():
+    """A shallow dip of the torso (2 mm) is ordinary contact: whatever follows, no artifact."""
+    env = ArtifactMonitor(gym.make("Ant-v5"))
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(40):
+        env.step(env.action_space.sample())
+    _torso_into_floor(env, 0.002)
+    for _ in range(100):
+        _, _, _, _, info = env.step(env.action_space.sample())
+    env.close()
+    assert info["simuguard"]["events"] == []
+
+
+@pytest.mark.parametrize("env_id", ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5"])
+def test_a_robot_flailing_on_the_floor_is_no_artifact(env_id):
+    """Random actions, the robot left to fall and flail (terminate_when_unhealthy=False where the
+    env has it): its torso is struck and kicked off the floor, and each launch is explained."""
+    kwargs = {} if env_id == "HalfCheetah-v5" else {"terminate_when_unhealthy": False}
+    env = ArtifactMonitor(gym.make(env_id, max_episode_steps=300, **kwargs))
+    env.action_space.seed(123)
+    explained = 0
+    for seed in (123, 124):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            done = terminated or truncated
+        assert info["simuguard"]["events"] == [] and info["simuguard"]["errors"] == []
+        explained += len(env.detector.events)
+        # the robot's feet pressed into the floor are its own soft contacts: never flagged
+        robot = {n for n, r in zip(env.detector.bodies.names, env.detector.bodies.roles) if r == "robot"}
+        assert not [f for f in info["simuguard"]["flags"] if set(f["bodies"]) <= robot | {"world", "floor"}]
+    env.close()
+
+
+SLIDING_BLOCK = """<mujoco><option timestep="0.002"/>
+  <worldbody><geom name="floor" type="plane" size="2 2 .1"/>
+    <body name="block" pos="0 0 0.0">
+      <joint name="x" type="slide" axis="1 0 0"/><joint name="z" type="slide" axis="0 0 1"/>
+      <geom type="box" size=".03 .03 .03" mass="0.05" solref="0.004 1"/>
+    </body>
+  </worldbody></mujoco>"""
+
+
+def test_an_object_on_undriven_slide_joints_is_watched_and_its_launch_flagged():
+    """A block on slide joints (like Pusher's object and Meta-World's drawers and windows) is an
+    object; created 3 cm inside the floor, it is thrown up: an artifact."""
+    import simuguard_gym.envs  # noqa: F401 - registers MujocoScene-v0
+
+    env = ArtifactMonitor(gym.make("simuguard_gym/MujocoScene-v0", xml=SLIDING_BLOCK, frame_skip=10))
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["block"]
+    for _ in range(60):
+        _, _, _, _, info = env.step(np.zeros(0))
+    env.close()
+    assert [e["body"] for e in info["simuguard"]["events"]] == ["block"]
