@@ -8,6 +8,9 @@ setup(
         # A top-level module: tests run from a checkout, whose simuguard_gym/ (no compiled
         # files) would hide one built into the installed package.
         Extension("_simuguard_substep_copy", ["simuguard_gym/capture/_substep_copy.c"], optional=True),
+        # MuJoCo's control callback as a substep screen (engines/mujoco_screen.py); optional likewise:
+        # without it the monitor runs its Python hooks around each substep.
+        Extension("_simuguard_mujoco_screen", ["simuguard_gym/engines/_mujoco_screen.c"], optional=True),
         # SAPIEN's PhysX contacts and state read in one call each (engines/sapien_contacts.py,
         # engines/sapien.py); optional likewise.
         Extension("_simuguard_physx_capture", ["simuguard_gym/engines/_physx_capture.c"], optional=True),

@@ -98,7 +98,8 @@ class ArtifactDetector:
     def __init__(self, bodies: BodyTable, tracked: np.ndarray, dt: float, *, config: DetectorConfig | None = None,
                  gravity: np.ndarray | None = None, initial_pose: np.ndarray | None = None,
                  initial_vel: np.ndarray | None = None, pieces: CollisionPieces | None = None,
-                 stage: tuple[np.ndarray, np.ndarray] | None = None, task_bodies: tuple[str, ...] = ()) -> None:
+                 stage: tuple[np.ndarray, np.ndarray] | None = None, task_bodies: tuple[str, ...] = (),
+                 count_deep: bool = True) -> None:
         self.config = config = config if config is not None else DetectorConfig()
         if not isinstance(config, DetectorConfig):
             raise TypeError(f"config must be a DetectorConfig, got {type(config).__name__}")
@@ -163,6 +164,10 @@ class ArtifactDetector:
         self.peak_speed = np.zeros(ntrack)
         self.events: list[dict[str, Any]] = []  # confirmed by stage 1, with every stage's verdict
         self._flags: dict[tuple, dict[str, Any]] = {}
+        #: False: deep penetrations are counted elsewhere (a screen that sees every substep) and
+        #: handed over with :meth:`set_deep_flags`; the substeps fed here are not counted again.
+        self.count_deep = count_deep
+        self._deep_given: list[dict[str, Any]] = []
         self.finished = False
 
     # ------------------------------------------------------------------ public
@@ -179,8 +184,43 @@ class ArtifactDetector:
     @property
     def flags(self) -> list[dict[str, Any]]:
         """Deep penetrations (one per body pair) and absurd states (one per body), by first substep."""
-        ordered = sorted(self._flags.items(), key=lambda item: (item[1]["first_substep"], item[0]))
+        given = [(("deep_penetration", *f["body_ids"]), f) for f in self._deep_given]
+        ordered = sorted([*self._flags.items(), *given], key=lambda item: (item[1]["first_substep"], item[0]))
         return [dict(f) for _, f in ordered]
+
+    def set_deep_flags(self, flags: list[dict[str, Any]]) -> None:
+        """The deep-penetration flags as counted elsewhere (``count_deep=False``), all so far."""
+        self._deep_given = list(flags)
+
+    def skip(self, n: int, pose: np.ndarray, vel: np.ndarray, fastest: np.ndarray) -> None:
+        """Pass over the next ``n`` substeps unseen: a screen found none of them could start a
+        candidate (nor hold an absurd state), and the substeps an event could examine will be fed.
+        ``pose`` (B, 7) and ``vel`` (B, 6) are the state the last of them ended in, ``fastest``
+        (B,) the fastest each body moved up to it; the history starts again there."""
+        if self.finished:
+            raise RuntimeError("the detector has finished this episode; make a new one")
+        if self.open_candidates:
+            raise ValueError("skip with a candidate open: its event needs these substeps")
+        if n <= 0:
+            return
+        ntrack = len(self.tracked)
+        pose, vel = np.asarray(pose, float).reshape(ntrack, 7), np.asarray(vel, float).reshape(ntrack, 6)
+        self.substeps += n
+        self._h0 = self.substeps - 1
+        self._pos, self._quat, self._vel = pose[None, :, :3].copy(), pose[None, :, 3:].copy(), vel[None, :, :3].copy()
+        self._speed = np.linalg.norm(self._vel, axis=2)
+        self._fastest = np.fmax(np.asarray(fastest, float).reshape(1, ntrack), self._speed)
+        np.fmax(self.peak_speed, self._fastest[0], out=self.peak_speed)
+        self._dv = np.zeros((1, ntrack))
+        self._touch = np.zeros((1, ntrack), bool)
+        self._touch_container = np.zeros((1, ntrack), bool)
+        self._pairs = self._pairs.since(self.substeps)
+        self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
+
+    @property
+    def lookback_substeps(self) -> int:
+        """How many substeps before a candidate's onset its event can examine (any window)."""
+        return self._lookback
 
     @property
     def contact_lookback(self) -> int:
@@ -461,7 +501,7 @@ class ArtifactDetector:
     # ------------------------------------------------------------------ flags
     def _flag(self, pairs: _Pairs | _Points, pose: np.ndarray, vel: np.ndarray, speed: np.ndarray, first: int) -> None:
         c, names = self.config, self.bodies.names
-        deep = np.flatnonzero((pairs.depth > c.max_penetration)
+        deep = np.flatnonzero((pairs.depth > c.max_penetration) & self.count_deep
                               & ~(self._pressed[pairs.bodies[:, 0]] & self._pressed[pairs.bodies[:, 1]]))
         if len(deep):
             keys, inverse = np.unique(pairs.bodies[deep], axis=0, return_inverse=True)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines import mujoco_geometry, mujoco_hooking, mujoco_model
+from simuguard_gym.engines import mujoco_geometry, mujoco_hooking, mujoco_model, mujoco_screen
 from simuguard_gym.engines.base import BodyTableMixin
 from simuguard_gym.capture.stage import RecordStage
 from simuguard_gym.engines.mujoco_contacts import MujocoContacts, _contact_record
@@ -86,6 +86,9 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         self._owner = owner
         self._pose_data: tuple[mujoco.MjModel, mujoco.MjData] | None = None
         self._location = location
+        #: How the env has stepped this scene under the hooks so far: "whole" (mj_step) and/or
+        #: "split" (mj_step1 and mj_step2).
+        self.stepping: set[str] = set()
         self._bind(model, data)
         # The model as built: what an env changes in it later goes into each recording.
         self._model_arrays = mujoco_model.ModelArrays(model)
@@ -178,6 +181,21 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         if apply_mid is not None:
             apply_mid()
         self.hooks.around("split", mujoco_hooking.mj_step2, self.model, self.data)
+
+    def substep_screen(self) -> tuple[Any, str | None]:
+        """A :class:`~simuguard_gym.engines.mujoco_screen.MujocoScreen` of this scene (one per
+        adapter), or None and why the scene cannot be screened now."""
+        why = mujoco_screen.MujocoScreen.unavailable(self)
+        if why is not None:
+            return None, why
+        if getattr(self, "_screen", None) is None:
+            self._screen = mujoco_screen.MujocoScreen(self)
+        return self._screen, None
+
+    @property
+    def contact_record_dtype(self) -> np.dtype:
+        """The numpy dtype of one of MuJoCo's ``mjContact`` records (this build's layout)."""
+        return self._contact_dtype
 
     def split_late_components(self) -> frozenset[str]:
         return self.SPLIT_LATE_COMPONENTS

@@ -62,6 +62,7 @@ class HookedScene(Protocol):
 
     data: mujoco.MjData
     hooks: SubstepHooks
+    stepping: set[str]
 
 
 # id(MjData) -> a weak reference to the adapter whose hooks run around its substeps: an env
@@ -96,6 +97,7 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
         return mj_step(m, d, nstep)  # MuJoCo's own error for a bad argument
     if n < 1:
         return mj_step(m, d, n)
+    adapter.stepping.add("whole")
     around = adapter.hooks.around
     around("start", mj_step, m, d)
     for _ in range(n - 1):
@@ -110,6 +112,7 @@ def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
         return mj_step2(m, d)
     # One look at the state per split substep: what was written before mj_step1 and between the
     # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
+    adapter.stepping.add("split")
     adapter.hooks.around("split", mj_step2, m, d)
 
 

@@ -239,3 +239,37 @@ def state_rows_of(model: mujoco.MjModel, data: mujoco.MjData, layout: list[State
     if rows.states(buffer).tobytes() != expected.tobytes():
         return None
     return rows
+
+
+_STEP_TIMER = int(mujoco.mjtTimer.mjTIMER_STEP)
+
+
+def time_address(data: mujoco.MjData) -> int:
+    """The address of ``data.time`` (0 where its place cannot be confirmed)."""
+    offsets = _offsets()
+    return data._address + offsets["time"] if offsets is not None and live_fields(data) is not None else 0
+
+
+def ncon_address(data: mujoco.MjData) -> int:
+    """The address of ``data.ncon`` (0 where its place cannot be confirmed)."""
+    offsets = _offsets()
+    return data._address + offsets["ncon"] if offsets is not None and live_fields(data) is not None else 0
+
+
+def step_counter_address(data: mujoco.MjData) -> int | None:
+    """The address of MuJoCo's own substep counter in ``data`` (``timer[mjTIMER_STEP].number``,
+    an int), or None where its place cannot be confirmed against the bindings."""
+    try:
+        offsets, _, _ = _layout("mjData")
+        timer, size, _ = _layout("mjTimerStat")
+    except (_Unknown, ImportError, AttributeError):
+        return None
+    address = getattr(data, "_address", None)
+    if "timer" not in offsets or "number" not in timer or not isinstance(address, int) or live_fields(data) is None:
+        return None
+    at = address + offsets["timer"] + size * _STEP_TIMER
+    stat = data.timer[_STEP_TIMER]
+    if ctypes.c_int.from_address(at + timer["number"]).value != stat.number \
+            or ctypes.c_double.from_address(at + timer["duration"]).value != stat.duration:
+        return None
+    return at + timer["number"]

@@ -220,6 +220,62 @@ class DeclaresCopySources(Protocol):
         """Where this substep's contacts are; None where that is not located yet."""
 
 
+class SubstepScreen(Protocol):
+    """Substeps watched by the engine itself, with no Python call per substep (MuJoCo's control
+    callback: ``engines.mujoco_screen``): it marks the substeps where a candidate could start,
+    keeps the states they started from, re-simulates them on demand and counts deep penetrations."""
+
+    @property
+    def seen(self) -> int:
+        """Substeps run this episode."""
+
+    @property
+    def flagged(self) -> int:
+        """The earliest substep marked since the last ``clear_flag()`` (-1: none)."""
+
+    @property
+    def unreadable(self) -> bool:
+        """Contacts came that the screen could not read (its marks then cover them)."""
+
+    @property
+    def deep_pairs(self) -> int:
+        """How many body pairs have a deep-penetration flag."""
+
+    def start_episode(self, tracked: np.ndarray, kinds: np.ndarray, config: Any, *, lookback: int,
+                      steps_between_polls: int, initial_vel: np.ndarray, refresh_every: int) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def clear_flag(self) -> None: ...
+
+    def settle(self) -> None: ...
+
+    def poll_call(self) -> tuple[Callable[[int], int], int]: ...
+
+    def refresh_after(self, substeps: int) -> None: ...
+
+    def locate_contacts(self) -> bool: ...
+
+    def end_state(self, k: int) -> None: ...
+
+    def fastest(self, k: int) -> np.ndarray: ...
+
+    def deep_flags(self, names: tuple[str, ...]) -> list[dict[str, Any]]: ...
+
+    def states(self, lo: int, hi: int) -> np.ndarray: ...
+
+    def replay(self, lo: int, hi: int, make_tap: Callable[[Any, Callable[..., None]], Any],
+               sink: Callable[..., None]) -> None: ...
+
+
+@runtime_checkable
+class ScreensSubsteps(Protocol):
+    """An adapter whose substeps a :class:`SubstepScreen` can watch (MuJoCo, where built)."""
+
+    def substep_screen(self) -> tuple[SubstepScreen | None, str | None]:
+        """A screen for the scene as it is now, or None and why not."""
+
+
 @runtime_checkable
 class HasConvexPieces(Protocol):
     """An engine that collides convex pieces given by vertices (SAPIEN/PhysX): the false-contact

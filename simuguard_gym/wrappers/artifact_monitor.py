@@ -6,15 +6,17 @@ import logging
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
+import numpy as np
 
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import PhysicsAdapter
+from simuguard_gym.physics.adapter import PhysicsAdapter, ScreensSubsteps, SubstepScreen
 from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
+from simuguard_gym.capture.screened import ScreenedDetection, replay_tap, tracked_kinds
 from simuguard_gym.capture.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, task_bodies
 from simuguard_gym.wrappers.guard import guarded
@@ -101,7 +103,16 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.detector: ArtifactDetector | None = None
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
-        self._audit = SubstepAudit(self.adapter, seen=lambda: self.tap.substep)
+        self._audit = SubstepAudit(self.adapter, seen=self._substeps_seen)
+        #: Where the episode's substeps are screened by the engine (no Python per substep; see
+        #: capture/screened.py), what feeds the detector; None while the hooks run (the first
+        #: episode, stacked with a recorder, or where the engine cannot screen).
+        self.screened: ScreenedDetection | None = None
+        self._can_screen = isinstance(self.adapter, ScreensSubsteps)
+        #: Why the substeps run through the hooks this episode (None: they are screened).
+        self.screen_unavailable: str | None = None
+        self._step_substeps = 1  # the most substeps one env step ran under the hooks
+        self._fields_now: dict[str, Any] = {}
         #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
         #: Why it watches none (None while it watches some).
@@ -117,7 +128,6 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._reported, self.detector = [], 0, None
-        self._checked, self._checked_drain = 0, self.tap.drains  # waiting substeps already speed-checked
         guarded(self._on_hook_error, "monitor.reset", self._start_episode)
         fields = self._fields()
         fields["errors"] = ending + fields["errors"]
@@ -125,10 +135,26 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, with_simuguard(info, **fields)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        active = self.tap.active
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(active, terminated or truncated))
-        fields = self._fields()
+        screened = self.screened
+        if screened is not None:  # the screen watched the substeps: one C call unless it marked one
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            try:
+                work = terminated or truncated or screened.needs_work()
+            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+                self._on_hook_error(HookError.capture(0, "monitor.step", error))
+                work = False
+            if work:
+                guarded(self._on_hook_error, "monitor.step", lambda: self._screened_step(terminated or truncated))
+            cached = self._fields_now
+            fields = {"artifact": cached["artifact"], "events": list(cached["events"]),
+                      "flags": list(cached["flags"]), "errors": list(self._errors)}
+        else:
+            active = self.tap.active
+            before = self.tap.substep
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self._step_substeps = max(self._step_substeps, self.tap.substep - before)
+            guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(active, terminated or truncated))
+            fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             truncated = True
         self._reported = len(fields["events"])
@@ -142,10 +168,20 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             guarded(self._on_hook_error, "monitor.close", self._detach)
 
     def _start_episode(self) -> None:
-        self.adapter.refresh()
-        self.tap.start_episode()
-        table = self.adapter.body_table()
-        monitored = self.tap.tracked[[table.roles[i] in WATCHED_ROLES for i in self.tap.tracked]]
+        self._stop_screen()
+        adapter = self.adapter
+        adapter.refresh()
+        table = adapter.body_table()
+        screen = self._screen_for_episode()
+        if screen is None:
+            self._listen()
+            tracked, initial_pose, initial_vel = self.tap.tracked, self.tap.initial_pose, self.tap.initial_vel
+        else:  # the state the episode starts from, as the tap reads it
+            tracked = table.tracked
+            state = np.empty(sum(c.size for c in adapter.state_layout()))
+            adapter.read_state(state)
+            initial_pose, initial_vel = (x[0] for x in adapter.body_states(state[None], tracked))
+        monitored = tracked[[table.roles[i] in WATCHED_ROLES for i in tracked]]
         self.watching = tuple(table.names[i] for i in monitored)
         self.unwatched_reason = None if self.watching else unwatched_reason(table)
         name = _env_name(self.env)
@@ -154,18 +190,69 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             logger.warning("ArtifactMonitor watches no body of %s, so it can report no contact artifact: %s. "
                            "Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))",
                            name, self.unwatched_reason)
-        self._speed_bound = self.adapter.speed_bound(monitored)
-        deferred = round(MAX_DEFERRED_SECONDS / self.adapter.substep_dt)
-        # A quarter of the tap left for the step that reaches the deferral: a tap that fills
-        # up drains in full by itself, and quiet batches would never be decoded as such.
-        self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
-        self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
+        deferred = round(MAX_DEFERRED_SECONDS / adapter.substep_dt)
         self.detector = ArtifactDetector(
-            self.adapter.body_table(), self.tap.tracked, self.adapter.substep_dt, config=self.config,
-            gravity=self.adapter.gravity, initial_pose=self.tap.initial_pose, initial_vel=self.tap.initial_vel,
-            pieces=CollisionPieces.of_scene(self.adapter), stage=self.adapter.stage_box(),
-            task_bodies=task_bodies(self.adapter.task_spec))
-        self._audit.start_episode()  # after the tap's start: its count begins there
+            table, tracked, adapter.substep_dt, config=self.config, gravity=adapter.gravity,
+            initial_pose=initial_pose, initial_vel=initial_vel, pieces=CollisionPieces.of_scene(adapter),
+            stage=adapter.stage_box(), task_bodies=task_bodies(adapter.task_spec), count_deep=screen is None)
+        if screen is not None and not self._start_screen(screen, table, tracked, initial_vel, deferred):
+            self.detector.count_deep = True
+            self._listen()
+        if self.screened is None:
+            self._speed_bound = adapter.speed_bound(monitored)
+            # A quarter of the tap left for the step that reaches the deferral: a tap that fills
+            # up drains in full by itself, and quiet batches would never be decoded as such.
+            self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
+            self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
+        self._audit.start_episode()  # after the tap's (or the screen's) start: its count begins there
+        self._fields_now = self._fields()
+
+    def _listen(self) -> None:
+        """This episode's substeps through the hooks: the tap listens from its first substep."""
+        if self.tap not in self.adapter.hooks.listeners:
+            self.adapter.hooks.add(self.tap)
+        self.tap.start_episode()
+        self._checked, self._checked_drain = 0, self.tap.drains  # waiting substeps already speed-checked
+
+    def _screen_for_episode(self) -> SubstepScreen | None:
+        """The engine's screen for this episode's substeps, where it has one that can serve (not
+        in the env's first episode: the hooks learn how it steps); a recorder's hooks may run beside."""
+        if not self._can_screen:
+            self.screen_unavailable = "the engine has no substep screen"
+            return None
+        screen, self.screen_unavailable = self.adapter.substep_screen()  # type: ignore[attr-defined]
+        return screen
+
+    def _start_screen(self, screen: SubstepScreen, table: BodyTable, tracked: np.ndarray, initial_vel: np.ndarray,
+                      refresh: int) -> bool:
+        assert self.detector is not None
+        started = screen.start_episode(
+            tracked, tracked_kinds(table, tracked), self.config, lookback=self.detector.lookback_substeps,
+            steps_between_polls=self._step_substeps, initial_vel=initial_vel, refresh_every=refresh)
+        if not started:
+            self.screen_unavailable = "the scene's memory could not be bound"
+            return False
+        if self.tap in self.adapter.hooks.listeners:
+            self.tap.active = False
+            self.adapter.hooks.remove(self.tap)  # no hook of ours around the env's substeps
+        self.screened = ScreenedDetection(screen, self.adapter, self.detector, table, refresh_substeps=refresh)
+        return True
+
+    def _stop_screen(self) -> None:
+        if self.screened is not None:
+            screened, self.screened = self.screened, None
+            screened.screen.stop()
+
+    def _screened_step(self, ended: bool) -> None:
+        screened = self.screened
+        if screened is not None:
+            screened.update(replay_tap)
+            if ended:
+                self._finish_episode()
+        self._fields_now = self._fields()
+
+    def _substeps_seen(self) -> int:
+        return self.screened.screen.seen if self.screened is not None else self.tap.substep
 
     def _after_step(self, active: bool, ended: bool) -> None:
         if active and self.tap.active:
@@ -175,6 +262,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._finish_episode()
 
     def _detach(self) -> None:
+        self._stop_screen()
         if self in self.adapter.hooks.annotators:
             self.adapter.hooks.annotators.remove(self)
         self.adapter.hooks.remove(self.tap)
@@ -240,7 +328,16 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _finish_episode(self) -> None:
         if self.detector is None or self.detector.finished:
             return
-        self._drain()
+        screened = self.screened
+        if screened is not None:
+            try:
+                screened.finish(replay_tap)
+                self._check_substeps()
+            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+                self._on_hook_error(HookError.capture(self._substeps_seen(), "monitor.finish", error))
+            self._stop_screen()
+        else:
+            self._drain()
         try:
             self.detector.finish()
         except Exception as error:  # noqa: BLE001
@@ -251,6 +348,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # The first failure ends detection for the episode: a broken detector would fail again at
         # every substep, and its later verdicts could not be trusted anyway.
         self._errors.append(error.to_dict())
+        self._stop_screen()
         logger.warning("simuguard monitor error at substep %d (%s): %s; detection stops for this episode",
                        error.substep, error.where, error.message)
         if self.detector is not None:

@@ -1,0 +1,102 @@
+"""ScreenedDetection: a detector fed from a substep screen, with no Python call per substep.
+
+A :class:`~simuguard_gym.physics.adapter.SubstepScreen` (MuJoCo's control callback) marks the
+substeps where the detector's first stage could open a candidate or a state is absurd, keeps the
+states substeps started from, and counts deep penetrations. After each env step this class asks
+it (one C call) whether anything needs the detector. Where a substep is marked, the substeps from
+the detector's lookback before it on are re-simulated and fed in full, and so is every later
+substep while a candidate stays open; the substeps before are passed over (``skip``): no event can
+start in them or examine them. The events are those a detector fed every substep gives (the
+substeps it reads are the same, bit for bit); deep-penetration flags come from the screen,
+refreshed at least every ``refresh_substeps`` and whenever a new pair appears.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from simuguard_gym.capture.tap import SubstepTap
+from simuguard_gym.detection.detector import ArtifactDetector
+from simuguard_gym.physics.adapter import PhysicsAdapter, SubstepScreen
+from simuguard_gym.physics.bodies import BodyTable
+
+#: poll() bits (see MujocoScreen.poll_call).
+FLAGGED, UNREADABLE, NEW_PAIR, REFRESH = 1, 2, 4, 8
+
+
+class ScreenedDetection:
+    """Feeds ``detector`` from ``screen`` (already started for the episode) after each env step.
+
+    >>> import gymnasium as gym
+    >>> from simuguard_gym import ArtifactMonitor
+    >>> env = ArtifactMonitor(gym.make("HalfCheetah-v5"))
+    >>> for seed in (0, 1):   # the first episode runs the hooks; later ones the screen, where built
+    ...     _ = env.reset(seed=seed)
+    ...     for _ in range(20):
+    ...         _ = env.step(env.action_space.sample())
+    >>> env.screened is None or env.screened.detector is env.detector
+    True
+    >>> env.close()
+    """
+
+    def __init__(self, screen: SubstepScreen, adapter: PhysicsAdapter, detector: ArtifactDetector,
+                 table: BodyTable, *, refresh_substeps: int) -> None:
+        self.screen, self.adapter, self.detector = screen, adapter, detector
+        self._names = table.names
+        self._refresh = refresh_substeps
+        self._poll, self._address = screen.poll_call()
+        self.replayed = 0  # substeps re-simulated this episode
+        screen.refresh_after(refresh_substeps)
+
+    def needs_work(self) -> bool:
+        """After an env step: whether :meth:`update` has something to do (one C call)."""
+        return bool(self._poll(self._address)) or self.detector.open_candidates
+
+    def update(self, make_tap: Callable[[Any, Callable[..., None]], Any]) -> None:
+        """Feed the detector what the screen marked (and what open candidates need), and refresh
+        the deep-penetration flags."""
+        screen, detector = self.screen, self.detector
+        if screen.unreadable:
+            screen.locate_contacts()
+        seen, flagged = screen.seen, screen.flagged
+        if detector.open_candidates:
+            self._feed(detector.substeps, seen, make_tap)
+        elif flagged >= detector.substeps:
+            self._feed(max(detector.substeps, flagged - detector.lookback_substeps), seen, make_tap)
+        screen.clear_flag()
+        self.refresh_flags()
+
+    def refresh_flags(self) -> None:
+        self.detector.set_deep_flags(self.screen.deep_flags(self._names))
+        self.screen.refresh_after(self._refresh)
+
+    def finish(self, make_tap: Callable[[Any, Callable[..., None]], Any]) -> None:
+        """The episode ends: screen its last end state, feed what that needs, refresh the flags."""
+        screen = self.screen
+        screen.settle()
+        screen.end_state(screen.seen - 1)
+        self.update(make_tap)
+
+    def _feed(self, lo: int, hi: int, make_tap: Callable[[Any, Callable[..., None]], Any]) -> None:
+        detector = self.detector
+        if hi <= lo:
+            return
+        if lo > detector.substeps:
+            start = self.screen.states(lo, lo + 1)  # the state substep lo - 1 ended in
+            pose, vel = self.adapter.body_states(start, detector.tracked)
+            detector.skip(lo - detector.substeps, pose[0], vel[0], self.screen.fastest(lo - 1))
+        self.screen.replay(lo, hi, make_tap, detector.feed)
+        self.replayed += hi - lo
+
+
+def replay_tap(adapter: Any, sink: Callable[..., None]) -> SubstepTap:
+    """The tap that decodes re-simulated substeps (full batches: every one is examined)."""
+    return SubstepTap(adapter, sink)
+
+
+def tracked_kinds(table: BodyTable, tracked: np.ndarray) -> np.ndarray:
+    """Per tracked body: 0 tracked only, 1 a watched object, 2 a watched floating base."""
+    roles = np.array(table.roles)[np.asarray(tracked, np.int64)]
+    return np.select([roles == "base", roles == "object"], [2, 1], 0).astype(np.uint8)

@@ -1,0 +1,400 @@
+"""MujocoScreen: a MuJoCo scene's substeps watched without a Python call per substep.
+
+The hooks of :mod:`~simuguard_gym.engines.mujoco_hooking` run Python around every substep and
+hand every substep to the detector. An RL loop pays for that at every env step, though almost no
+substep can start an artifact. The screen turns it round: MuJoCo's own control callback (a C
+function, ``_mujoco_screen.c``) runs inside every ``mj_step``, keeps the state each substep starts
+from in a ring, and marks a substep only where the detector's first stage could open a candidate
+(a watched body that touched something, fast, with a sudden velocity change) or a state is
+absurd; it counts the deep-penetration flags itself. Nothing else runs. Where a substep is marked,
+the substeps from ``lookback`` before it on are re-simulated from their saved states on a scratch
+MjData with the hooks around each (MuJoCo is deterministic: the same contacts, forces and states,
+bit for bit) and fed to the detector, which thus sees every substep an event can examine.
+
+It serves a scene stepped with whole ``mj_step`` calls (any integrator: RK4's later stages are
+told apart by their time), while no other control callback is installed; elsewhere (split steps,
+another callback, the C extension not built) :meth:`MujocoScreen.unavailable` says why and the
+monitor keeps its hooks. The hooks run the env's first episode: they learn how it steps.
+
+>>> import gymnasium as gym
+>>> from simuguard_gym import ArtifactMonitor
+>>> from simuguard_gym.engines.mujoco_screen import MujocoScreen
+>>> env = ArtifactMonitor(gym.make("Ant-v5"))
+>>> screened = []
+>>> for seed in (0, 1):
+...     _ = env.reset(seed=seed)
+...     _ = env.step(env.action_space.sample())
+...     screened.append(env.screened is not None)
+>>> screened == [False, MujocoScreen.extension is not None]   # the first episode runs the hooks
+True
+>>> env.close()
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from typing import Any, Callable
+
+import mujoco
+import numpy as np
+
+from simuguard_gym.capture.rows import SpanRows
+from simuguard_gym.engines import mujoco_memory
+
+logger = logging.getLogger(__name__)
+
+MAX_SPANS = 8
+BINDING_VERSION = 1
+#: Deep body pairs the callback counts (more end the screening for the episode: hooks again).
+PAIR_CAPACITY = 256
+#: Deep contact points of one substep the callback holds until the substep ends.
+PENDING_CAPACITY = 4096
+_INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+class ScreenBinding(ctypes.Structure):
+    """What the callback reads and writes for one scene: mirrors ``screen_binding`` in
+    ``_mujoco_screen.c`` field by field (every field 8 bytes); compared with the extension's
+    ``binding_layout()`` before it is used."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint64), ("data", ctypes.c_uint64), ("step_count", ctypes.c_uint64),
+        ("base", ctypes.c_int64), ("time_src", ctypes.c_uint64), ("current", ctypes.c_int64),
+        ("current_time", ctypes.c_double), ("nspans", ctypes.c_uint64), ("span_src", ctypes.c_uint64 * MAX_SPANS),
+        ("span_bytes", ctypes.c_int64 * MAX_SPANS), ("span_offset", ctypes.c_int64 * MAX_SPANS),
+        ("rows", ctypes.c_uint64), ("row_bytes", ctypes.c_int64), ("capacity", ctypes.c_int64),
+        ("seen", ctypes.c_int64), ("moved", ctypes.c_int64), ("ntracked", ctypes.c_int64),
+        ("tracked", ctypes.c_uint64), ("kind", ctypes.c_uint64), ("rootid", ctypes.c_uint64),
+        ("cvel", ctypes.c_uint64), ("xipos", ctypes.c_uint64), ("subtree_com", ctypes.c_uint64),
+        ("vel", ctypes.c_uint64), ("running", ctypes.c_uint64), ("speed0", ctypes.c_uint64),
+        ("fastest", ctypes.c_uint64), ("last_touch", ctypes.c_uint64), ("touching", ctypes.c_uint64),
+        ("ncon", ctypes.c_uint64),
+        ("contacts", ctypes.c_uint64), ("stride", ctypes.c_int64), ("dist_offset", ctypes.c_int64),
+        ("geom_offset", ctypes.c_int64), ("ngeom", ctypes.c_int64), ("nbody", ctypes.c_int64),
+        ("geom_body", ctypes.c_uint64), ("body_col", ctypes.c_uint64), ("body_class", ctypes.c_uint64),
+        ("min_speed", ctypes.c_double), ("dv_min", ctypes.c_double), ("ratio", ctypes.c_double),
+        ("max_speed", ctypes.c_double), ("max_penetration", ctypes.c_double), ("w_contact", ctypes.c_int64),
+        ("w_carrier", ctypes.c_int64), ("flagged", ctypes.c_int64), ("unreadable", ctypes.c_int64),
+        ("pairs", ctypes.c_uint64), ("pair_depth", ctypes.c_uint64), ("npairs", ctypes.c_int64),
+        ("pair_cap", ctypes.c_int64), ("pair_overflow", ctypes.c_int64), ("pending", ctypes.c_uint64),
+        ("npending", ctypes.c_int64), ("pending_cap", ctypes.c_int64), ("npairs_told", ctypes.c_int64),
+        ("refresh_at", ctypes.c_int64),
+    ]
+
+
+def _load() -> Any:
+    try:  # a top-level module (see setup.py), compiled from engines/_mujoco_screen.c
+        import _simuguard_mujoco_screen as extension
+    except ImportError:
+        return None
+    version, size, fields = extension.binding_layout()
+    ours = tuple((name, getattr(ScreenBinding, name).offset, getattr(ScreenBinding, name).size)
+                 for name, _ in ScreenBinding._fields_)
+    if version != BINDING_VERSION or size != ctypes.sizeof(ScreenBinding) or tuple(fields) != ours:
+        logger.warning("simuguard: the compiled MuJoCo screen lays out its binding otherwise than "
+                       "engines/mujoco_screen.py (rebuild it: pip install .); the monitor keeps its hooks")
+        return None
+    return extension
+
+
+_CALLBACK_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class MujocoScreen:
+    """The substeps of one MuJoCo scene, screened by MuJoCo's control callback (see the module).
+
+    ``start_episode`` binds it to the adapter's current MjData and starts counting at substep 0;
+    the env then steps as usual. After each env step, :attr:`seen` substeps have run and
+    :attr:`flagged` is the earliest marked one (-1: none); :meth:`replay` re-simulates substeps
+    and hands them, decoded, to a sink; :meth:`deep_flags` are the deep-penetration flags so far.
+    """
+
+    extension = _load()
+    _callback: Any = None  # the ctypes function installed as mjcb_control, while any screen runs
+    _running = 0
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+        self.binding = ScreenBinding()
+        self._attached = False
+        self._arrays: dict[str, np.ndarray] = {}
+        self._replayer: Any = None  # (scratch adapter, its tap, the decoded batches), made on first use
+        self._rows: SpanRows | None = None
+        self._key: tuple[Any, ...] | None = None  # the scene and tracked set the binding holds
+
+    # ------------------------------------------------------------------ availability
+    @classmethod
+    def unavailable(cls, adapter: Any) -> str | None:
+        """Why ``adapter``'s scene cannot be screened (None: it can)."""
+        if cls.extension is None:
+            return "the C extension _simuguard_mujoco_screen is not built"
+        if os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+            return "SIMUGUARD_NATIVE=0"
+        if "whole" not in adapter.stepping:
+            return "the env has not stepped under the hooks yet (they learn how it steps in its first episode)"
+        if "split" in adapter.stepping:
+            return "the env steps in halves (mj_step1, mj_step2): the callback runs before its mid-step writes"
+        current = mujoco.get_mjcb_control()
+        if current is not None and current is not cls._callback:
+            return "another control callback is installed"
+        return None
+
+    # ------------------------------------------------------------------ an episode
+    def start_episode(self, tracked: np.ndarray, kinds: np.ndarray, config: Any, *, lookback: int,
+                      steps_between_polls: int, initial_vel: np.ndarray, refresh_every: int) -> bool:
+        """Screen from substep 0 on, the tracked bodies' columns of kind 0 (tracked), 1 (watched
+        object) or 2 (watched base), with the detector's thresholds (``config``: a
+        :class:`~simuguard_gym.detection.DetectorConfig`); False (nothing bound) where the
+        scene's memory cannot be bound, or the callback not installed."""
+        self.stop()
+        adapter = self.adapter
+        n = len(tracked)
+        capacity = int(lookback + 4 * max(steps_between_polls, 1) + 64)
+        key = (id(adapter.data), id(adapter.model), np.asarray(tracked).tobytes(), np.asarray(kinds).tobytes(),
+               capacity, id(adapter.body_table()))
+        if self._key != key and not self._bind_scene(key, tracked, kinds, capacity):
+            return False
+        b, a = self.binding, self._arrays
+        if not b.contacts:  # located since (the scene's first contact)
+            self.locate_contacts()
+        dt = adapter.substep_dt
+        vel = np.asarray(initial_vel, float).reshape(n, 6)[:, :3]
+        a["vel"][:n] = vel
+        a["speed0"][:n] = a["running"][:n] = np.linalg.norm(vel, axis=1)
+        a["last_touch"][:] = -(1 << 40)
+        a["touching"][:] = 0
+        for name, value in dict(
+                base=int(adapter.engine_substeps()), current=-1, current_time=0.0, seen=0, moved=0,
+                min_speed=config.min_speed, dv_min=config.velocity_change_per_substep(dt), ratio=config.carrier_ratio,
+                max_speed=config.max_speed, max_penetration=config.max_penetration,
+                w_contact=config.substeps(config.contact_window, dt), w_carrier=config.substeps(config.carrier_window, dt),
+                flagged=-1, unreadable=0, npairs=0, pair_overflow=0, npending=0, npairs_told=0,
+                refresh_at=refresh_every).items():
+            setattr(b, name, value)
+        if not self._install():
+            return False
+        if not self.extension.attach(ctypes.addressof(b)):
+            self._release()
+            return False
+        self._attached = True
+        return True
+
+    def _bind_scene(self, key: tuple[Any, ...], tracked: np.ndarray, kinds: np.ndarray, capacity: int) -> bool:
+        """The addresses and arrays of the scene as it is bound now (once per MjData, tracked set
+        and capacity)."""
+        self._key = None
+        adapter = self.adapter
+        model, data = adapter.model, adapter.data
+        rows = adapter.state_rows()
+        counter, time = mujoco_memory.step_counter_address(data), mujoco_memory.time_address(data)
+        if not isinstance(rows, SpanRows) or len(rows.sources) > MAX_SPANS or counter is None or not time:
+            return False
+        sources = adapter.copy_sources()
+        ncon = sources.count if sources is not None else mujoco_memory.ncon_address(data)
+        if not ncon:
+            return False
+        n = len(tracked)
+        table = adapter.body_table()
+        pressed = np.array([r == "robot" for r in table.roles]) | np.array([k == "static" for k in table.kinds])
+        body_col = np.full(model.nbody, -1, np.int32)
+        body_col[tracked] = np.arange(n, dtype=np.int32)
+        width = max(n, 1)
+        a = self._arrays
+        a.update(rows=np.zeros((capacity, rows.row_bytes), np.uint8), tracked=np.asarray(tracked, np.int32),
+                 kind=np.asarray(kinds, np.uint8), rootid=model.body_rootid.astype(np.int32),
+                 vel=np.zeros((width, 3)), running=np.zeros(width), speed0=np.zeros(width),
+                 fastest=np.zeros((capacity, width)), last_touch=np.zeros(width, np.int64),
+                 geom_body=model.geom_bodyid.astype(np.int32), body_col=body_col,
+                 body_class=(table.robot_mask.astype(np.uint8) | (pressed.astype(np.uint8) << 1)),
+                 pairs=np.zeros((PAIR_CAPACITY, 5), np.int64), pair_depth=np.zeros(PAIR_CAPACITY),
+                 touching=np.zeros(width, np.uint8), pending=np.zeros((PENDING_CAPACITY, 3)))
+        dtype = adapter.contact_record_dtype
+        b = self.binding
+        for name, value in dict(
+                version=BINDING_VERSION, data=data._address, step_count=counter, time_src=time,
+                nspans=len(rows.sources), row_bytes=rows.row_bytes, capacity=capacity, ntracked=n,
+                cvel=data.cvel.ctypes.data, xipos=data.xipos.ctypes.data, subtree_com=data.subtree_com.ctypes.data,
+                ncon=ncon, contacts=sources.records if sources is not None else 0, stride=dtype.itemsize,
+                dist_offset=dtype.fields["dist"][1], geom_offset=dtype.fields["geom"][1], ngeom=model.ngeom,
+                nbody=model.nbody, pair_cap=PAIR_CAPACITY, pending_cap=PENDING_CAPACITY).items():
+            setattr(b, name, value)
+        for name in ("rows", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest", "last_touch",
+                     "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
+            setattr(b, name, a[name].ctypes.data)
+        for i, (address, nbytes, offset) in enumerate(rows.sources):
+            b.span_src[i], b.span_bytes[i], b.span_offset[i] = address, nbytes, offset
+        self._rows, self._owners = rows, (data, model, sources)
+        self._key = key
+        return True
+
+    def stop(self) -> None:
+        """Screen nothing more (the callback goes once no screen runs)."""
+        if self._attached:
+            self._attached = False
+            self.extension.detach(ctypes.addressof(self.binding))
+            self._release()
+
+    @property
+    def running(self) -> bool:
+        return self._attached
+
+    @property
+    def seen(self) -> int:
+        """Substeps run this episode."""
+        return int(self.binding.seen)
+
+    @property
+    def flagged(self) -> int:
+        """The earliest marked substep since :meth:`clear_flag` (-1: none)."""
+        return int(self.binding.flagged)
+
+    def clear_flag(self) -> None:
+        self.binding.flagged = -1
+
+    def poll_call(self) -> tuple[Callable[[int], int], int]:
+        """``(poll, address)``: ``poll(address)`` after each env step settles the last substep's
+        contacts and tells, in bits, what needs the caller: 1 a substep is marked, 2 contacts could
+        not be read, 4 a body pair has its first deep penetration, 8 the refresh is due
+        (:meth:`refresh_after`). One C call: the one thing an env step pays when nothing happens."""
+        return self.extension.poll, ctypes.addressof(self.binding)
+
+    def refresh_after(self, substeps: int) -> None:
+        """Make poll() tell (8) once ``substeps`` more have run."""
+        self.binding.refresh_at = self.binding.seen + max(int(substeps), 1)
+
+    @property
+    def unreadable(self) -> bool:
+        return bool(self.binding.unreadable)
+
+    @property
+    def deep_pairs(self) -> int:
+        return int(self.binding.npairs) + int(self.binding.pair_overflow)
+
+    def locate_contacts(self) -> bool:
+        """Bind the contact records once the adapter has located them (a scene that had no
+        contact when the episode started); True when bound."""
+        b = self.binding
+        if b.contacts:
+            return True
+        sources = self.adapter.copy_sources()
+        if sources is None:
+            return False
+        b.ncon, b.contacts = sources.count, sources.records
+        self._owners = (*self._owners, sources)
+        b.unreadable = 0
+        return True
+
+    def settle(self) -> None:
+        """Count the last substep's contacts now (between env steps: no call for it can follow)."""
+        if self._attached:
+            self.extension.settle(ctypes.addressof(self.binding))
+
+    def end_state(self, k: int) -> None:
+        """Screen the state substep ``k`` (the last run) ended in: MuJoCo's velocities for it are
+        computed on a scratch MjData (the env's own is never touched)."""
+        if k < 0 or self.binding.moved > k:
+            return
+        self.settle()
+        adapter = self.adapter
+        model, scratch = adapter.model, self._scratch()
+        state = np.empty(adapter.state_size)
+        adapter.read_state(state)
+        mujoco.mj_setState(model, scratch, state, _INTEGRATION)
+        mujoco.mj_kinematics(model, scratch)
+        mujoco.mj_comPos(model, scratch)
+        mujoco.mj_comVel(model, scratch)
+        b = self.binding
+        own = (b.cvel, b.xipos, b.subtree_com)
+        b.cvel, b.xipos, b.subtree_com = scratch.cvel.ctypes.data, scratch.xipos.ctypes.data, \
+            scratch.subtree_com.ctypes.data
+        try:
+            self.extension.screen_end(ctypes.addressof(b), k)
+        finally:
+            b.cvel, b.xipos, b.subtree_com = own
+
+    def fastest(self, k: int) -> np.ndarray:
+        """Per tracked column, the fastest it moved up to substep ``k`` (-1: the episode's start)."""
+        a, b = self._arrays, self.binding
+        if k < 0 or b.seen - k > b.capacity:
+            return a["speed0"].copy()
+        return a["fastest"][k % b.capacity, :b.ntracked].copy()
+
+    def deep_flags(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The deep-penetration flags so far, as the detector writes them."""
+        b, a = self.binding, self._arrays
+        out = []
+        for (lo, hi, first, substeps, _), depth in zip(a["pairs"][:b.npairs].tolist(), a["pair_depth"][:b.npairs].tolist()):
+            out.append({"kind": "deep_penetration", "bodies": [names[lo], names[hi]], "body_ids": [lo, hi],
+                        "first_substep": first, "max_depth": depth, "substeps": substeps})
+        return out
+
+    # ------------------------------------------------------------------ re-simulation
+    def states(self, lo: int, hi: int) -> np.ndarray:
+        """The states substeps ``lo`` to ``hi - 1`` started from (mj_getState's vectors)."""
+        b = self.binding
+        if lo < 0 or hi > b.seen or b.seen - lo > b.capacity:
+            raise ValueError(f"substeps {lo}-{hi} are not in the ring ({b.seen} seen, {b.capacity} kept)")
+        index = np.arange(lo, hi) % b.capacity
+        assert self._rows is not None
+        return self._rows.states(self._arrays["rows"][index])
+
+    def replay(self, lo: int, hi: int, make_tap: Callable[[Any, Callable[..., None]], Any],
+               sink: Callable[..., None]) -> None:
+        """Re-simulate substeps ``lo`` to ``hi - 1`` from their saved states on a scratch MjData,
+        with a tap (``make_tap(scratch adapter, sink)``) around each; the tap's batches go to ``sink``."""
+        if hi <= lo:
+            return
+        replayer, tap = self._replaying(make_tap, sink)
+        model, scratch = replayer.model, replayer.data
+        tap.start_episode()
+        for state in self.states(lo, hi):
+            mujoco.mj_setState(model, scratch, state, _INTEGRATION)
+            replayer.step(1)
+        tap.drain()
+        tap.active = False
+
+    def _replaying(self, make_tap: Callable[[Any, Callable[..., None]], Any], sink: Callable[..., None]
+                   ) -> tuple[Any, Any]:
+        from simuguard_gym.engines.mujoco import MujocoAdapter
+
+        adapter = self.adapter
+        if self._replayer is None or self._replayer[0].model is not adapter.model:
+            replayer = MujocoAdapter(adapter.model, mujoco.MjData(adapter.model))
+            tap = make_tap(replayer, lambda *batch: self._replayer[2](*batch))
+            replayer.hooks.add(tap)
+            replayer.detach()  # its hooks run around replayer.step() only, never around the env's mj_step
+            self._replayer = [replayer, tap, sink]
+        replayer, tap = self._replayer[0], self._replayer[1]
+        self._replayer[2] = sink
+        replayer.set_body_table(adapter.body_table())
+        return replayer, tap
+
+    def _scratch(self) -> mujoco.MjData:
+        scratch = self._arrays.get("scratch")
+        if scratch is None or scratch.model is not self.adapter.model:  # type: ignore[attr-defined]
+            scratch = mujoco.MjData(self.adapter.model)
+            self._arrays["scratch"] = scratch  # type: ignore[assignment]
+        return scratch  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ the callback
+    @classmethod
+    def _install(cls) -> bool:
+        current = mujoco.get_mjcb_control()
+        if cls._callback is None:
+            cls._callback = _CALLBACK_TYPE(cls.extension.callback_address())
+        if current is None:
+            mujoco.set_mjcb_control(cls._callback)
+        elif current is not cls._callback:
+            return False
+        cls._running += 1
+        return True
+
+    @classmethod
+    def _release(cls) -> None:
+        cls._running -= 1
+        if cls._running <= 0:
+            cls._running = 0
+            if mujoco.get_mjcb_control() is cls._callback:
+                mujoco.set_mjcb_control(None)
