@@ -13,7 +13,8 @@ refreshed at least every ``refresh_substeps`` and whenever a new pair appears.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,13 +47,16 @@ class ScreenedDetection:
         self.screen, self.adapter, self.detector = screen, adapter, detector
         self._names = table.names
         self._refresh = refresh_substeps
-        self._poll, self._address = screen.poll_call()
+        #: ``poll(address)``: after an env step, non-zero where :meth:`update` has work (one C call).
+        self.poll, self.address = screen.poll_call()
+        #: Whether a candidate is open: every substep is fed until it is decided.
+        self.open = False
         self.replayed = 0  # substeps re-simulated this episode
         screen.refresh_after(refresh_substeps)
 
     def needs_work(self) -> bool:
-        """After an env step: whether :meth:`update` has something to do (one C call)."""
-        return bool(self._poll(self._address)) or self.detector.open_candidates
+        """After an env step: whether :meth:`update` has something to do."""
+        return self.open or bool(self.poll(self.address))
 
     def update(self, make_tap: Callable[[Any, Callable[..., None]], Any]) -> None:
         """Feed the detector what the screen marked (and what open candidates need), and refresh
@@ -67,6 +71,7 @@ class ScreenedDetection:
             self._feed(max(detector.substeps, flagged - detector.lookback_substeps), seen, make_tap)
         screen.clear_flag()
         self.refresh_flags()
+        self.open = detector.open_candidates
 
     def refresh_flags(self) -> None:
         self.detector.set_deep_flags(self.screen.deep_flags(self._names))

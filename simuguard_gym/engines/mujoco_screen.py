@@ -35,7 +35,9 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from typing import Any, Callable
+import weakref
+from collections.abc import Callable
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -102,6 +104,13 @@ def _load() -> Any:
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
+def _detach(extension: Any, binding: ScreenBinding, *keep: Any) -> None:
+    """The finalizer of a screen collected while attached: off the callback's list (``keep``: the
+    arrays and MjData the binding points into, alive until then)."""
+    extension.detach(ctypes.addressof(binding))
+    MujocoScreen._release()
+
+
 class MujocoScreen:
     """The substeps of one MuJoCo scene, screened by MuJoCo's control callback (see the module).
 
@@ -123,6 +132,8 @@ class MujocoScreen:
         self._replayer: Any = None  # (scratch adapter, its tap, the decoded batches), made on first use
         self._rows: SpanRows | None = None
         self._key: tuple[Any, ...] | None = None  # the scene and tracked set the binding holds
+        self._finalizer: weakref.finalize | None = None
+        self._owners: tuple[Any, ...] = ()
 
     # ------------------------------------------------------------------ availability
     @classmethod
@@ -132,10 +143,10 @@ class MujocoScreen:
             return "the C extension _simuguard_mujoco_screen is not built"
         if os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
             return "SIMUGUARD_NATIVE=0"
-        if "whole" not in adapter.stepping:
-            return "the env has not stepped under the hooks yet (they learn how it steps in its first episode)"
         if "split" in adapter.stepping:
             return "the env steps in halves (mj_step1, mj_step2): the callback runs before its mid-step writes"
+        if "whole" not in adapter.stepping:
+            return "the env has not stepped under the hooks yet (they learn how it steps in its first episode)"
         current = mujoco.get_mjcb_control()
         if current is not None and current is not cls._callback:
             return "another control callback is installed"
@@ -165,13 +176,13 @@ class MujocoScreen:
         a["speed0"][:n] = a["running"][:n] = np.linalg.norm(vel, axis=1)
         a["last_touch"][:] = -(1 << 40)
         a["touching"][:] = 0
-        for name, value in dict(
-                base=int(adapter.engine_substeps()), current=-1, current_time=0.0, seen=0, moved=0,
-                min_speed=config.min_speed, dv_min=config.velocity_change_per_substep(dt), ratio=config.carrier_ratio,
-                max_speed=config.max_speed, max_penetration=config.max_penetration,
-                w_contact=config.substeps(config.contact_window, dt), w_carrier=config.substeps(config.carrier_window, dt),
-                flagged=-1, unreadable=0, npairs=0, pair_overflow=0, npending=0, npairs_told=0,
-                refresh_at=refresh_every).items():
+        for name, value in {
+                "base": int(adapter.engine_substeps()), "current": -1, "current_time": 0.0, "seen": 0, "moved": 0,
+                "min_speed": config.min_speed, "dv_min": config.velocity_change_per_substep(dt), "ratio": config.carrier_ratio,
+                "max_speed": config.max_speed, "max_penetration": config.max_penetration,
+                "w_contact": config.substeps(config.contact_window, dt), "w_carrier": config.substeps(config.carrier_window, dt),
+                "flagged": -1, "unreadable": 0, "npairs": 0, "pair_overflow": 0, "npending": 0, "npairs_told": 0,
+                "refresh_at": refresh_every}.items():
             setattr(b, name, value)
         if not self._install():
             return False
@@ -179,6 +190,10 @@ class MujocoScreen:
             self._release()
             return False
         self._attached = True
+        # A screen dropped without stop() (an env never closed) must leave MuJoCo's callback first:
+        # the finalizer holds the binding and its arrays until it has.
+        if self._finalizer is None or not self._finalizer.alive:
+            self._finalizer = weakref.finalize(self, _detach, self.extension, b, self._arrays, self._owners)
         return True
 
     def _bind_scene(self, key: tuple[Any, ...], tracked: np.ndarray, kinds: np.ndarray, capacity: int) -> bool:
@@ -212,13 +227,13 @@ class MujocoScreen:
                  touching=np.zeros(width, np.uint8), pending=np.zeros((PENDING_CAPACITY, 3)))
         dtype = adapter.contact_record_dtype
         b = self.binding
-        for name, value in dict(
-                version=BINDING_VERSION, data=data._address, step_count=counter, time_src=time,
-                nspans=len(rows.sources), row_bytes=rows.row_bytes, capacity=capacity, ntracked=n,
-                cvel=data.cvel.ctypes.data, xipos=data.xipos.ctypes.data, subtree_com=data.subtree_com.ctypes.data,
-                ncon=ncon, contacts=sources.records if sources is not None else 0, stride=dtype.itemsize,
-                dist_offset=dtype.fields["dist"][1], geom_offset=dtype.fields["geom"][1], ngeom=model.ngeom,
-                nbody=model.nbody, pair_cap=PAIR_CAPACITY, pending_cap=PENDING_CAPACITY).items():
+        for name, value in {
+                "version": BINDING_VERSION, "data": data._address, "step_count": counter, "time_src": time,
+                "nspans": len(rows.sources), "row_bytes": rows.row_bytes, "capacity": capacity, "ntracked": n,
+                "cvel": data.cvel.ctypes.data, "xipos": data.xipos.ctypes.data, "subtree_com": data.subtree_com.ctypes.data,
+                "ncon": ncon, "contacts": sources.records if sources is not None else 0, "stride": dtype.itemsize,
+                "dist_offset": dtype.fields["dist"][1], "geom_offset": dtype.fields["geom"][1], "ngeom": model.ngeom,
+                "nbody": model.nbody, "pair_cap": PAIR_CAPACITY, "pending_cap": PENDING_CAPACITY}.items():
             setattr(b, name, value)
         for name in ("rows", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest", "last_touch",
                      "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
@@ -233,6 +248,8 @@ class MujocoScreen:
         """Screen nothing more (the callback goes once no screen runs)."""
         if self._attached:
             self._attached = False
+            if self._finalizer is not None:
+                self._finalizer.detach()
             self.extension.detach(ctypes.addressof(self.binding))
             self._release()
 

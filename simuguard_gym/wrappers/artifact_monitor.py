@@ -8,6 +8,8 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from simuguard_gym.capture.screened import ScreenedDetection, replay_tap, tracked_kinds
+from simuguard_gym.capture.tap import SubstepTap
 from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
@@ -16,11 +18,9 @@ from simuguard_gym.physics.adapter import PhysicsAdapter, ScreensSubsteps, Subst
 from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
-from simuguard_gym.capture.screened import ScreenedDetection, replay_tap, tracked_kinds
-from simuguard_gym.capture.tap import SubstepTap
 from simuguard_gym.task_spec import TaskSpec, task_bodies
 from simuguard_gym.wrappers.guard import guarded
-from simuguard_gym.wrappers.info_key import with_simuguard
+from simuguard_gym.wrappers.info_key import INFO_KEY, with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         #: Why the substeps run through the hooks this episode (None: they are screened).
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
-        self._fields_now: dict[str, Any] = {}
+        self._fields_now: dict[str, Any] = {}  # what info["simuguard"] says while the screen finds nothing new
+        self._truncate = False  # on_artifact="truncate": the screen confirmed an artifact at this step
         #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
         #: Why it watches none (None while it watches some).
@@ -139,22 +140,29 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if screened is not None:  # the screen watched the substeps: one C call unless it marked one
             obs, reward, terminated, truncated, info = self.env.step(action)
             try:
-                work = terminated or truncated or screened.needs_work()
+                if terminated or truncated or screened.open or screened.poll(screened.address):
+                    self._screened_step(terminated or truncated)
             except Exception as error:  # noqa: BLE001 - never raise into the evaluation
                 self._on_hook_error(HookError.capture(0, "monitor.step", error))
-                work = False
-            if work:
-                guarded(self._on_hook_error, "monitor.step", lambda: self._screened_step(terminated or truncated))
-            cached = self._fields_now
-            fields = {"artifact": cached["artifact"], "events": list(cached["events"]),
-                      "flags": list(cached["flags"]), "errors": list(self._errors)}
-        else:
-            active = self.tap.active
-            before = self.tap.substep
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            self._step_substeps = max(self._step_substeps, self.tap.substep - before)
-            guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(active, terminated or truncated))
-            fields = self._fields()
+            now = self._fields_now
+            fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
+                      "errors": list(self._errors)}
+            if self._truncate:
+                truncated, self._truncate = True, False
+            if INFO_KEY in info:
+                return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+            out = dict(info)  # the env's own dict is never changed
+            out[INFO_KEY] = fields
+            return obs, reward, terminated, truncated, out
+        return self._step_hooked(action)
+
+    def _step_hooked(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        active = self.tap.active
+        before = self.tap.substep
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._step_substeps = max(self._step_substeps, self.tap.substep - before)
+        guarded(self._on_hook_error, "monitor.step", lambda: self._after_step(active, terminated or truncated))
+        fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             truncated = True
         self._reported = len(fields["events"])
@@ -246,10 +254,13 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _screened_step(self, ended: bool) -> None:
         screened = self.screened
         if screened is not None:
-            screened.update(replay_tap)
+            guarded(self._on_hook_error, "monitor.step", lambda: screened.update(replay_tap))
             if ended:
                 self._finish_episode()
-        self._fields_now = self._fields()
+        self._fields_now = fields = self._fields()
+        if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
+            self._truncate = True
+        self._reported = len(fields["events"])
 
     def _substeps_seen(self) -> int:
         return self.screened.screen.seen if self.screened is not None else self.tap.substep

@@ -1,0 +1,196 @@
+"""The monitor's substep screen (MuJoCo's control callback, engines/mujoco_screen.py): from the
+env's second episode on it watches the substeps without Python, and gives the events and flags
+of the hooks, bit for bit, while changing nothing the env measures; where it cannot serve (a
+control callback of the user's, an env stepping in halves) the hooks run and say why."""
+
+from __future__ import annotations
+
+import artifact_scenes as scenes
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+
+import simuguard_gym.envs  # noqa: F401 - registers MujocoScene-v0
+from simuguard_gym import ArtifactMonitor
+from simuguard_gym.engines.mujoco_screen import MujocoScreen
+from simuguard_gym.wrappers.info_key import INFO_KEY
+
+pytestmark = pytest.mark.skipif(MujocoScreen.extension is None, reason="the C extension is not built")
+
+
+def _ant_torso_into_floor(env: gym.Env, step: int) -> None:
+    if step == 40:
+        data = env.unwrapped.data
+        data.qpos[2], data.qvel[:] = 0.12, 0
+
+
+def _scene(scene):
+    xml, actions = scene()
+    return (lambda: gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP)), len(actions)
+
+
+CASES = {
+    "Ant-v5 (a launch injected)": (lambda: gym.make("Ant-v5", terminate_when_unhealthy=False), 120,
+                                   _ant_torso_into_floor),
+    "HalfCheetah-v5": (lambda: gym.make("HalfCheetah-v5"), 300, None),
+    "Hopper-v5 (RK4, fallen)": (lambda: gym.make("Hopper-v5", terminate_when_unhealthy=False), 300, None),
+    "Pusher-v5": (lambda: gym.make("Pusher-v5"), 200, None),
+    "created inside the floor": (*_scene(scenes.created_inside_floor), None),
+    "dropped into a bin": (*_scene(scenes.dropped_into_bin), None),
+    "a basket shoved": (*_scene(scenes.basket_shoved), None),
+    "a finger's flick": (*_scene(scenes.finger_flick), None),
+}
+
+
+def _episodes(make, steps, inject, episodes=3):
+    """Seeded random episodes under the monitor: per episode (screened?, events, flags, outputs)."""
+    env = ArtifactMonitor(make())
+    env.action_space.seed(5)
+    out = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=100 + episode)
+        outputs = [obs]
+        screened = env.screened is not None
+        for step in range(steps):
+            if inject is not None:
+                inject(env, step)
+            obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            outputs.append((obs, reward, terminated, truncated, {k: v for k, v in info.items() if k != INFO_KEY}))
+            if terminated or truncated:
+                break
+        qpos = env.unwrapped.data.qpos.copy()
+        env.reset()  # ends the episode (its events decided) before it is read
+        assert info[INFO_KEY]["errors"] == []
+        out.append((screened, env.detector_events, env.detector_flags, outputs, qpos))
+    env.close()
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _keep_last_episode(monkeypatch):
+    """The monitor's last episode's events and flags, kept across the reset that ends it."""
+    original = ArtifactMonitor._finish_episode
+
+    def finish(self):
+        original(self)
+        if self.detector is not None:
+            self.detector_events, self.detector_flags = self.detector.events, self.detector.flags
+
+    monkeypatch.setattr(ArtifactMonitor, "_finish_episode", finish)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_screen_gives_the_events_and_flags_of_the_hooks(case, monkeypatch):
+    make, steps, inject = CASES[case]
+    screened = _episodes(make, steps, inject)
+    monkeypatch.setattr(MujocoScreen, "extension", None)  # the hooks, every episode
+    hooked = _episodes(make, steps, inject)
+    assert [s[0] for s in screened] == [False, True, True]
+    assert [h[0] for h in hooked] == [False, False, False]
+    for s, h in zip(screened, hooked):
+        assert s[1] == h[1]  # events, every field
+        assert s[2] == h[2]  # flags
+        np.testing.assert_array_equal(s[4], h[4])
+
+
+def test_the_injected_launch_is_found_by_the_screen():
+    make, steps, inject = CASES["Ant-v5 (a launch injected)"]
+    (_, first, _, _, _), (screened, events, _, _, _), _ = _episodes(make, steps, inject)
+    assert screened and [e["body"] for e in events if e["artifact"]] == ["torso"]
+    assert [e["body"] for e in first if e["artifact"]] == ["torso"]
+
+
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Ant-v5"])
+def test_the_screen_changes_nothing_the_env_measures(env_id):
+    plain = gym.make(env_id)
+    plain.action_space.seed(5)
+    expected = []
+    for episode in range(3):
+        obs, _ = plain.reset(seed=100 + episode)
+        outputs = [obs]
+        for _ in range(150):
+            obs, reward, terminated, truncated, info = plain.step(plain.action_space.sample())
+            outputs.append((obs, reward, terminated, truncated, info))
+            if terminated or truncated:
+                break
+        expected.append((outputs, plain.unwrapped.data.qpos.copy()))
+    monitored = _episodes(lambda: gym.make(env_id), 150, None)
+    assert [m[0] for m in monitored] == [False, True, True]
+    for (outputs, qpos), m in zip(expected, monitored):
+        assert len(outputs) == len(m[3])
+        np.testing.assert_array_equal(outputs[0], m[3][0])
+        for a, b in zip(outputs[1:], m[3][1:]):
+            np.testing.assert_array_equal(a[0], b[0])
+            assert a[1:4] == b[1:4]
+            assert a[4].keys() == b[4].keys()
+            for key in a[4]:
+                np.testing.assert_array_equal(a[4][key], b[4][key])
+        np.testing.assert_array_equal(qpos, m[4])
+
+
+def test_a_control_callback_of_the_users_keeps_the_hooks():
+    calls = []
+    env = ArtifactMonitor(gym.make("Ant-v5"))  # built first: MuJoCo compiles no model under a Python callback
+    mujoco.set_mjcb_control(lambda model, data: calls.append(data.time))
+    try:
+        for seed in (0, 1):
+            env.reset(seed=seed)
+            for _ in range(5):
+                env.step(env.action_space.sample())
+        assert env.screened is None and env.screen_unavailable == "another control callback is installed"
+        env.close()
+        assert len(calls) >= 2 * 5 * 5 * 4  # the user's callback ran at every call (RK4: four a substep)
+    finally:
+        mujoco.set_mjcb_control(None)
+
+
+class HalvesEnv(gym.Env):
+    """A scene stepped as robosuite steps: mj_step1, the control written, mj_step2."""
+
+    def __init__(self) -> None:
+        xml, _ = scenes.created_inside_floor()
+        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.data = mujoco.MjData(self.model)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (self.model.nq,))
+        self.action_space = gym.spaces.Box(-1, 1, (1,))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        mujoco.mj_resetData(self.model, self.data)
+        return self.data.qpos.copy(), {}
+
+    def step(self, action):
+        for _ in range(4):
+            mujoco.mj_step1(self.model, self.data)
+            mujoco.mj_step2(self.model, self.data)
+        return self.data.qpos.copy(), 0.0, False, False, {}
+
+
+def test_an_env_stepping_in_halves_keeps_the_hooks():
+    env = ArtifactMonitor(HalvesEnv())
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        for _ in range(30):
+            _, _, _, _, info = env.step(env.action_space.sample())
+    assert env.screened is None and "halves" in env.screen_unavailable
+    assert [e["body"] for e in info[INFO_KEY]["events"]] == ["can"]  # the hooks found the launch
+    env.close()
+
+
+@pytest.mark.faults
+def test_a_callback_that_replaces_the_screen_mid_episode_is_a_reported_loss():
+    env = ArtifactMonitor(gym.make("HalfCheetah-v5"))
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        env.step(env.action_space.sample())
+    assert env.screened is not None
+    mujoco.set_mjcb_control(lambda model, data: None)  # someone else's, over the screen's
+    try:
+        for _ in range(10):
+            env.step(env.action_space.sample())
+        _, info = env.reset(seed=2)
+    finally:
+        mujoco.set_mjcb_control(None)
+    env.close()
+    assert [e["type"] for e in info[INFO_KEY]["errors"]] == ["LostSubsteps"]
