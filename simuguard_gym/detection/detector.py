@@ -24,6 +24,10 @@ from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 
 _NEVER = np.iinfo(np.int64).min // 4
+#: The fastest a floating base moved is read to the micrometre per second: where a screen passed
+#: over earlier substeps (ArtifactDetector.skip), it comes from speeds computed in another order,
+#: equal but for the last bits.
+FASTEST_DECIMALS = 6
 #: The false-contact checks a deep-penetration flag gets at most (see ``ArtifactDetector._label``).
 MAX_FLAG_CHECKS = 16
 
@@ -286,7 +290,7 @@ class ArtifactDetector:
             # ahead, or its actuators explain it (see _event): slower substeps are no candidates.
             before = np.maximum(k - self._w_carrier - 1 - self._h0, 0)
             raw[:, self._base_cols] &= speed[:, self._base_cols] > \
-                self.config.carrier_ratio * fastest[before][:, self._base_cols]
+                self.config.carrier_ratio * np.round(fastest[before][:, self._base_cols], FASTEST_DECIMALS)
         rows, cols = np.nonzero(raw)
         if not keep_pairs and len(rows):
             raise ValueError(f"feed_quiet: substep {first + int(rows[0])} holds an ejection candidate; "
@@ -434,7 +438,8 @@ class ArtifactDetector:
             # A floating base is carried by its own robot: its actuators have shown they can move
             # it as fast as it ever moved before carrier_window ahead of onset (a launch at a
             # contact counts only well beyond that; at the episode's start, beyond the floor).
-            carriers[body] = float(self._fastest[max(onset - self._w_carrier - 1 - self._h0, 0), col])
+            carriers[body] = round(float(self._fastest[max(onset - self._w_carrier - 1 - self._h0, 0), col]),
+                                   FASTEST_DECIMALS)
         carrier_speed = max(carriers.values()) if carriers else None
         carrier_ratio = peak / max(carrier_speed, c.carrier_speed_floor) if carriers else None
         carrier_kept = carrier_ratio is None or carrier_ratio >= c.carrier_ratio
