@@ -25,8 +25,11 @@ def test_evaluate_policy(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="sb3 extra not installed")
 def test_train_ppo_sb3(tmp_path):
-    run("train_ppo_sb3.py", "--timesteps", "1024", "--log", str(tmp_path))
+    out = run("train_ppo_sb3.py", "--timesteps", "1024", "--log", str(tmp_path))
     assert "simuguard/artifact_rate" in (tmp_path / "progress.csv").read_text().splitlines()[0]
+    assert "watching: ['torso']" in out  # Ant's floating base
+    ended = int(out.split("episodes ended at a contact artifact: ")[1].split()[0])
+    assert ended >= 1  # the injected glitch of the first episode, at least
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mani_skill") is None, reason="maniskill extra not installed")

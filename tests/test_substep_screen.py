@@ -194,3 +194,28 @@ def test_a_callback_that_replaces_the_screen_mid_episode_is_a_reported_loss():
         mujoco.set_mjcb_control(None)
     env.close()
     assert [e["type"] for e in info[INFO_KEY]["errors"]] == ["LostSubsteps"]
+
+
+def test_on_artifact_truncate_ends_a_screened_episode_at_the_hooks_step(monkeypatch):
+    def run() -> list[tuple[bool, int | None]]:
+        env = ArtifactMonitor(gym.make("Ant-v5", terminate_when_unhealthy=False), on_artifact="truncate")
+        env.action_space.seed(3)
+        out = []
+        for seed in (7, 7):  # the same episode twice: hooked, then screened where built
+            env.reset(seed=seed)
+            ended = None
+            for step in range(100):
+                _ant_torso_into_floor(env, step)
+                _, _, terminated, truncated, info = env.step(env.action_space.sample())
+                if truncated:
+                    ended = step
+                    break
+            out.append((env.screened is not None or env.screen_unavailable is None, ended))
+        env.close()
+        return out
+
+    screened = run()
+    monkeypatch.setattr(MujocoScreen, "extension", None)
+    hooked = run()
+    assert [s for s, _ in screened] == [False, True] and [s for s, _ in hooked] == [False, False]
+    assert [e for _, e in screened] == [e for _, e in hooked] and hooked[0][1] is not None

@@ -233,6 +233,22 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
                 roles.append("scene")
         return BodyTable(names, tuple(kinds), tuple(roles), m.body_mass.copy())
 
+    def _held_by_mocap(self) -> set[int]:
+        """Bodies that an equality constraint (weld or connect) ties to a mocap body: the hand a
+        mocap-driven arm follows (Gymnasium-Robotics' Fetch, Meta-World's Sawyer)."""
+        m = self.model
+        held: set[int] = set()
+        kinds = (int(mujoco.mjtEq.mjEQ_WELD), int(mujoco.mjtEq.mjEQ_CONNECT))
+        for k in range(m.neq):
+            if int(m.eq_type[k]) not in kinds:
+                continue
+            ends = [int(m.eq_obj1id[k]), int(m.eq_obj2id[k])]
+            if hasattr(m, "eq_objtype") and int(m.eq_objtype[k]) == int(mujoco.mjtObj.mjOBJ_SITE):
+                ends = [int(m.site_bodyid[e]) for e in ends]
+            mocap = [e for e in ends if m.body_mocapid[e] >= 0]
+            held.update(e for e in ends if mocap and e not in mocap)
+        return held
+
     def _ancestors(self, body: int) -> list[int]:
         parent, out = self.model.body_parentid, []
         b = int(parent[body])
@@ -274,8 +290,9 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         return joints
 
     def _robot_bodies(self) -> set[int]:
-        """Bodies in the kinematic subtree of an actuated joint or a mocap body, and their ancestors
-        below the world (the robot's base and mount)."""
+        """Bodies in the kinematic subtree of an actuated joint, a mocap body or a body a mocap body
+        holds by an equality constraint, and their ancestors below the world (the robot's base and
+        mount)."""
         m = self.model
         seeds: set[int] = set()
         for a in range(m.nu):
@@ -293,6 +310,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
                     if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT):
                         seeds.add(int(m.jnt_bodyid[m.wrap_objid[w]]))
         seeds.update(int(b) for b in np.flatnonzero(m.body_mocapid >= 0))
+        seeds.update(self._held_by_mocap())
         seeds.discard(0)
         robot = set()
         parent = m.body_parentid

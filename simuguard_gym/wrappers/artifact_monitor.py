@@ -63,13 +63,15 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     env's outputs are untouched. Stacked with :class:`RecordPhysics` (either order), the config
     goes into the recording's header and the events into its footer.
 
-    Quiet substeps (no monitored object faster than the detector's ``min_speed``, no candidate
-    open) are decoded in batches of up to ``MAX_DEFERRED_SECONDS`` of simulated time (at most
-    1536 substeps); a possible ejection is analysed at the end of the step in which it starts.
-    Flags (deep penetration) of quiet substeps therefore appear up to that late; events never wait.
-    Of a quiet batch only the contacts that a later event could examine (its last
-    ``contact_lookback`` substeps, which wait for the next batch) are decoded in full; the others
-    only as touches and depths (:meth:`ArtifactDetector.feed_quiet`: the same events and flags).
+    From the env's second episode on, a MuJoCo scene stepped with whole ``mj_step`` calls is
+    watched by MuJoCo's control callback, in C (:mod:`~simuguard_gym.engines.mujoco_screen`): an
+    env step costs one C call unless a substep could open a candidate, and those substeps are
+    re-simulated and analysed at the end of the step (the same events and flags; ``screened``,
+    and ``screen_unavailable`` says why not). Elsewhere the hooks run around each substep: quiet
+    substeps (no monitored object faster than the detector's ``min_speed``, no candidate open) are
+    decoded in batches of up to ``MAX_DEFERRED_SECONDS`` of simulated time (at most 1536
+    substeps); a possible ejection is analysed at the end of the step in which it starts. Flags
+    (deep penetration) of quiet substeps therefore appear up to that late; events never wait.
 
     Example:
         >>> import gymnasium as gym
