@@ -127,8 +127,11 @@ def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], 
 
 def ppo_fps(n_envs: int, timesteps: int, rounds: int) -> float:
     """Median over rounds of SB3 PPO's fps on Ant-v5 with ArtifactMonitor, over plain (run in turn)."""
+    import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)  # torch's threads compete with the envs for a small machine's cores: noise
 
     def fps(monitor: bool) -> float:
         env = make_vec_env("Ant-v5", n_envs=n_envs, seed=0, wrapper_class=ArtifactMonitor if monitor else None)

@@ -221,6 +221,17 @@ class ArtifactDetector:
         self._pairs = self._pairs.since(self.substeps)
         self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
 
+    def candidate_speeds(self) -> np.ndarray:
+        """Per tracked body, a speed that no substep after those fed can open a candidate at or
+        below: ``min_speed``, and for a floating base carrier_ratio x the fastest it moved before
+        (as of the oldest substep a later candidate's rule reads)."""
+        limits = np.full(len(self.tracked), self.config.min_speed)
+        if self._base_cols.size:
+            row = max(self.substeps - self._w_carrier - 1 - self._h0, 0)
+            fastest = np.round(self._fastest[min(row, len(self._fastest) - 1), self._base_cols], FASTEST_DECIMALS)
+            limits[self._base_cols] = np.maximum(limits[self._base_cols], self.config.carrier_ratio * fastest)
+        return limits
+
     @property
     def lookback_substeps(self) -> int:
         """How many substeps before a candidate's onset its event can examine (any window)."""

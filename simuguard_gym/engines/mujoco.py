@@ -182,6 +182,16 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             apply_mid()
         self.hooks.around("split", mujoco_hooking.mj_step2, self.model, self.data)
 
+    def steps_whole(self) -> bool:
+        """Whether the env is known to step this scene with whole ``mj_step`` calls before it has
+        stepped: a Gymnasium ``MujocoEnv`` (Gymnasium's v5 envs, Meta-World) whose stepping is
+        Gymnasium's own (``do_simulation``, ``_step_mujoco_simulation``: one ``mj_step(nstep)``)."""
+        from gymnasium.envs.mujoco import MujocoEnv
+
+        owner = type(self._owner)
+        return issubclass(owner, MujocoEnv) and owner.do_simulation is MujocoEnv.do_simulation \
+            and owner._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation
+
     def substep_screen(self) -> tuple[Any, str | None]:
         """A :class:`~simuguard_gym.engines.mujoco_screen.MujocoScreen` of this scene (one per
         adapter), or None and why the scene cannot be screened now."""

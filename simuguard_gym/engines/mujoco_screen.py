@@ -14,7 +14,10 @@ bit for bit) and fed to the detector, which thus sees every substep an event can
 It serves a scene stepped with whole ``mj_step`` calls (any integrator: RK4's later stages are
 told apart by their time), while no other control callback is installed; elsewhere (split steps,
 another callback, the C extension not built) :meth:`MujocoScreen.unavailable` says why and the
-monitor keeps its hooks. The hooks run the env's first episode: they learn how it steps.
+monitor keeps its hooks. A Gymnasium ``MujocoEnv`` stepping as Gymnasium does is screened from
+its first episode; other envs run the hooks in their first episode, which learn how they step.
+A re-simulation that does not continue itself (an env that writes the state inside its substeps
+after all) is reported as an error and hands the env back to the hooks.
 
 >>> import gymnasium as gym
 >>> from simuguard_gym import ArtifactMonitor
@@ -25,7 +28,7 @@ monitor keeps its hooks. The hooks run the env's first episode: they learn how i
 ...     _ = env.reset(seed=seed)
 ...     _ = env.step(env.action_space.sample())
 ...     screened.append(env.screened is not None)
->>> screened == [False, MujocoScreen.extension is not None]   # the first episode runs the hooks
+>>> screened == [MujocoScreen.extension is not None] * 2   # Gymnasium's own stepping: whole mj_step calls
 True
 >>> env.close()
 """
@@ -104,6 +107,10 @@ def _load() -> Any:
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
+class ScreenDiverged(RuntimeError):
+    """Re-simulated substeps did not continue one another: the screen cannot serve this env."""
+
+
 def _detach(extension: Any, binding: ScreenBinding, *keep: Any) -> None:
     """The finalizer of a screen collected while attached: off the callback's list (``keep``: the
     arrays and MjData the binding points into, alive until then)."""
@@ -145,7 +152,7 @@ class MujocoScreen:
             return "SIMUGUARD_NATIVE=0"
         if "split" in adapter.stepping:
             return "the env steps in halves (mj_step1, mj_step2): the callback runs before its mid-step writes"
-        if "whole" not in adapter.stepping:
+        if "whole" not in adapter.stepping and not adapter.steps_whole():
             return "the env has not stepped under the hooks yet (they learn how it steps in its first episode)"
         current = mujoco.get_mjcb_control()
         if current is not None and current is not cls._callback:
@@ -241,6 +248,7 @@ class MujocoScreen:
         for i, (address, nbytes, offset) in enumerate(rows.sources):
             b.span_src[i], b.span_bytes[i], b.span_offset[i] = address, nbytes, offset
         self._rows, self._owners = rows, (data, model, sources)
+        self._qpos_at = next(c.offset for c in adapter.state_layout() if c.name == "qpos")
         self._key = key
         return True
 
@@ -365,12 +373,27 @@ class MujocoScreen:
             return
         replayer, tap = self._replaying(make_tap, sink)
         model, scratch = replayer.model, replayer.data
+        states = self.states(lo, hi)
+        nq, nv = model.nq, model.nv
+        at = self._qpos_at
         tap.start_episode()
-        for state in self.states(lo, hi):
+        broken = 0
+        for k, state in enumerate(states):
+            if k and not (np.array_equal(scratch.qpos, state[at:at + nq])
+                          and np.array_equal(scratch.qvel, state[at + nq:at + nq + nv])):
+                broken += 1  # substep k did not start where k - 1 ended: written in between
             mujoco.mj_setState(model, scratch, state, _INTEGRATION)
             replayer.step(1)
         tap.drain()
         tap.active = False
+        if broken > 1:
+            # Between env steps an env may write the state (a teleport, once); a scene written
+            # between most of its substeps is stepped in halves with the writes in the middle,
+            # after the callback ran: the screen cannot serve it (the hooks can, from now on).
+            self.adapter.stepping.add("split")
+            raise ScreenDiverged(f"{broken} of {len(states) - 1} re-simulated substeps did not start where the one "
+                                 "before ended: the env writes the state between substeps (mj_step1 and mj_step2?); "
+                                 "the hooks watch it from the next episode")
 
     def _replaying(self, make_tap: Callable[[Any, Callable[..., None]], Any], sink: Callable[..., None]
                    ) -> tuple[Any, Any]:

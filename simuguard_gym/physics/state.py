@@ -54,15 +54,19 @@ class SpeedBound:
         bounds = np.sqrt(self._squared(states[:, self.elements]))
         return bounds if self.unbounded is None else np.where(self.unbounded, np.inf, bounds)
 
-    def may_exceed(self, values: np.ndarray, limit: float) -> bool:
-        """Whether any body may be faster than ``limit`` after any of n states, given their
-        ``elements`` (n, len(elements)); a NaN counts as fast. Three numpy calls: this runs per
-        env step, where each call costs several microseconds inside robosuite's step."""
+    def may_exceed(self, values: np.ndarray, limit: float | np.ndarray) -> bool:
+        """Whether any body may be faster than ``limit`` (one for all, or one per body) after any
+        of n states, given their ``elements`` (n, len(elements)); a NaN counts as fast. Three numpy
+        calls: this runs per env step, where each call costs several microseconds inside
+        robosuite's step."""
         if not values.size:  # no substeps, or no bodies to bound (a scene without free objects)
             return False
         if self.unbounded is not None:
             return True
-        return not (np.square(values).dot(self._matrix).max() <= limit * limit)
+        squared = np.square(values).dot(self._matrix)
+        if np.ndim(limit):
+            return not (squared.max(axis=0) <= np.square(limit)).all()
+        return not (squared.max() <= limit * limit)
 
     def _squared(self, values: np.ndarray) -> np.ndarray:
         return ((values * values).reshape(len(values), *self.weights.shape) * self.weights).sum(axis=2)

@@ -210,6 +210,9 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._listen()
         if self.screened is None:
             self._speed_bound = adapter.speed_bound(monitored)
+            # A base's quiet speed follows the fastest it moved (see candidate_speeds): only there.
+            has_base = any(table.roles[b] == "base" for b in monitored.tolist())
+            self._base_quiet = np.flatnonzero(np.isin(tracked, monitored)) if has_base else None
             # A quarter of the tap left for the step that reaches the deferral: a tap that fills
             # up drains in full by itself, and quiet batches would never be decoded as such.
             self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
@@ -320,7 +323,10 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             bound = self._speed_bound
             fresh = tap.waiting_elements(self._checked, bound.elements)
             self._checked = waiting
-            if bound.may_exceed(fresh, self._quiet_speed):
+            limit: float | np.ndarray = self._quiet_speed
+            if self._base_quiet is not None:
+                limit = detector.candidate_speeds()[self._base_quiet] * (1.0 - QUIET_MARGIN)
+            if bound.may_exceed(fresh, limit):
                 tap.drain()
             elif waiting >= self._max_deferred:
                 keep = detector.contact_lookback
