@@ -94,7 +94,7 @@ def main() -> None:
         flags = ", ".join(f"{kind} {n}" for kind, n in sorted(c["flags"].items())) or "none"
         print(f"{name:<34} watching {','.join(c['watching']) or '-':<10} {c['steps']:>7} steps  "
               f"artifacts {len(c['artifacts'])}  explained events {c['explained']['events']} (gravity {c['explained']['gravity']}, "
-              f"carrier {c['explained']['carrier']}, gain {c['explained']['gain']})  flags: {flags}"
+              f"carrier {c['explained']['carrier']}, gain {c['explained']['gain']})  flags (all episodes): {flags}"
               f"  errors {c['errors']}", flush=True)
         for seed, body, speed in c["artifacts"]:
             print(f"    artifact: seed {seed}, {body} at {speed} m/s")
