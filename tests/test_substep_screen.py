@@ -209,7 +209,7 @@ def test_on_artifact_truncate_ends_a_screened_episode_at_the_hooks_step(monkeypa
             ended = None
             for step in range(100):
                 _ant_torso_into_floor(env, step)
-                _, _, terminated, truncated, info = env.step(env.action_space.sample())
+                _, _, _, truncated, _ = env.step(env.action_space.sample())
                 if truncated:
                     ended = step
                     break
@@ -252,3 +252,22 @@ def test_a_screened_env_found_stepping_in_halves_is_reported_and_handed_to_the_h
     env.reset(seed=1)
     assert env.screened is None and "halves" in env.screen_unavailable
     env.close()
+
+
+@pytest.mark.faults
+def test_a_step_longer_than_the_ring_is_said_and_the_next_episode_keeps_more():
+    """A scene whose steps grow from 10 substeps to 1,000 after its first episode: the screen's
+    ring (sized from the steps seen) cannot hold what an event starting early in such a step
+    examines; the monitor says so, and the next episode's ring holds it."""
+    make, _ = _scene(scenes.created_inside_floor)
+    env = ArtifactMonitor(make())
+    env.reset(seed=0)
+    env.step(np.zeros(0))  # the hooks' episode: 10 substeps a step
+    env.unwrapped.frame_skip = 1000
+    found = []
+    for seed in (1, 2):
+        env.reset(seed=seed)
+        _, _, _, _, info = env.step(np.zeros(0))
+        found.append(([e["type"] for e in info[INFO_KEY]["errors"]], [e["body"] for e in info[INFO_KEY]["events"]]))
+    env.close()
+    assert found == [(["ScreenRingShort"], []), ([], ["can"])]

@@ -23,6 +23,10 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.physics.adapter import PhysicsAdapter, SubstepScreen
 from simuguard_gym.physics.bodies import BodyTable
 
+class ScreenRingShort(RuntimeError):
+    """The screen's ring no longer holds substeps an event may examine."""
+
+
 #: poll() bits (see MujocoScreen.poll_call).
 FLAGGED, UNREADABLE, NEW_PAIR, REFRESH = 1, 2, 4, 8
 
@@ -66,9 +70,17 @@ class ScreenedDetection:
             screen.locate_contacts()
         seen, flagged = screen.seen, screen.flagged
         if detector.open_candidates:
-            self._feed(detector.substeps, seen, make_tap)
+            lo = detector.substeps
         elif flagged >= detector.substeps:
-            self._feed(max(detector.substeps, flagged - detector.lookback_substeps), seen, make_tap)
+            lo = max(detector.substeps, flagged - detector.lookback_substeps)
+        else:
+            lo = seen
+        if lo < screen.oldest:
+            # A step longer than the ring (the first of its length) left states behind that an
+            # event may examine: said, and this episode's detection ends (the next ring holds more).
+            raise ScreenRingShort(f"an env step of more substeps than the screen kept ({seen - screen.oldest}): "
+                                  f"substeps {lo}-{screen.oldest - 1} are gone; detection ends for this episode")
+        self._feed(lo, seen, make_tap)
         screen.clear_flag()
         self.refresh_flags()
         self.open = detector.open_candidates

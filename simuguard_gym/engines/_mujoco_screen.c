@@ -86,6 +86,8 @@ typedef struct {
     int64_t npending, pending_cap;
     int64_t npairs_told;           /* npairs as poll() last told it */
     int64_t refresh_at;            /* poll() tells when this many substeps have run */
+    int64_t polled_at;             /* substeps seen at the last poll() */
+    int64_t max_gap;               /* the most substeps between two polls (one env step) */
 } screen_binding;
 
 /* What poll() tells: work for the caller after an env step. */
@@ -291,6 +293,9 @@ static PyObject *poll(PyObject *self, PyObject *arg) {
     if (b == NULL && PyErr_Occurred())
         return NULL;
     settle_contacts(b);
+    if (b->seen - b->polled_at > b->max_gap)
+        b->max_gap = b->seen - b->polled_at;
+    b->polled_at = b->seen;
     long tell = (b->flagged >= 0 ? POLL_FLAGGED : 0) | (b->unreadable || b->pair_overflow ? POLL_UNREADABLE : 0) |
                 (b->npairs != b->npairs_told ? POLL_NEW_PAIR : 0) | (b->seen >= b->refresh_at ? POLL_REFRESH : 0);
     b->npairs_told = b->npairs;
@@ -352,7 +357,7 @@ static const struct { const char *name; size_t offset, size; } LAYOUT[] = {
     FIELD(ratio), FIELD(max_speed), FIELD(max_penetration), FIELD(w_contact), FIELD(w_carrier),
     FIELD(flagged), FIELD(unreadable), FIELD(pairs), FIELD(pair_depth), FIELD(npairs), FIELD(pair_cap),
     FIELD(pair_overflow), FIELD(pending), FIELD(npending), FIELD(pending_cap), FIELD(npairs_told),
-    FIELD(refresh_at)};
+    FIELD(refresh_at), FIELD(polled_at), FIELD(max_gap)};
 
 static PyObject *binding_layout(PyObject *self, PyObject *unused) {
     Py_ssize_t n = (Py_ssize_t)(sizeof(LAYOUT) / sizeof(LAYOUT[0]));

@@ -192,6 +192,13 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         return issubclass(owner, MujocoEnv) and owner.do_simulation is MujocoEnv.do_simulation \
             and owner._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation
 
+    def substeps_per_step(self) -> int:
+        """The substeps the env runs per step where it says so (a Gymnasium ``MujocoEnv``'s
+        ``frame_skip``), else 0."""
+        from gymnasium.envs.mujoco import MujocoEnv
+
+        return int(self._owner.frame_skip) if isinstance(self._owner, MujocoEnv) else 0
+
     def substep_screen(self) -> tuple[Any, str | None]:
         """A :class:`~simuguard_gym.engines.mujoco_screen.MujocoScreen` of this scene (one per
         adapter), or None and why the scene cannot be screened now."""

@@ -85,7 +85,7 @@ class ScreenBinding(ctypes.Structure):
         ("pairs", ctypes.c_uint64), ("pair_depth", ctypes.c_uint64), ("npairs", ctypes.c_int64),
         ("pair_cap", ctypes.c_int64), ("pair_overflow", ctypes.c_int64), ("pending", ctypes.c_uint64),
         ("npending", ctypes.c_int64), ("pending_cap", ctypes.c_int64), ("npairs_told", ctypes.c_int64),
-        ("refresh_at", ctypes.c_int64),
+        ("refresh_at", ctypes.c_int64), ("polled_at", ctypes.c_int64), ("max_gap", ctypes.c_int64),
     ]
 
 
@@ -169,7 +169,9 @@ class MujocoScreen:
         self.stop()
         adapter = self.adapter
         n = len(tracked)
-        capacity = int(lookback + 4 * max(steps_between_polls, 1) + 64)
+        # The ring holds the lookback and a few env steps (the most substeps one took so far).
+        steps = max(steps_between_polls, int(self.binding.max_gap), adapter.substeps_per_step(), 1)
+        capacity = int(lookback + 4 * steps + 64)
         key = (id(adapter.data), id(adapter.model), np.asarray(tracked).tobytes(), np.asarray(kinds).tobytes(),
                capacity, id(adapter.body_table()))
         if self._key != key and not self._bind_scene(key, tracked, kinds, capacity):
@@ -189,6 +191,7 @@ class MujocoScreen:
                 "max_speed": config.max_speed, "max_penetration": config.max_penetration,
                 "w_contact": config.substeps(config.contact_window, dt), "w_carrier": config.substeps(config.carrier_window, dt),
                 "flagged": -1, "unreadable": 0, "npairs": 0, "pair_overflow": 0, "npending": 0, "npairs_told": 0,
+                "polled_at": 0,
                 "refresh_at": refresh_every}.items():
             setattr(b, name, value)
         if not self._install():
@@ -356,6 +359,11 @@ class MujocoScreen:
         return out
 
     # ------------------------------------------------------------------ re-simulation
+    @property
+    def oldest(self) -> int:
+        """The oldest substep whose start state the ring still holds."""
+        return max(0, int(self.binding.seen) - int(self.binding.capacity))
+
     def states(self, lo: int, hi: int) -> np.ndarray:
         """The states substeps ``lo`` to ``hi - 1`` started from (mj_getState's vectors)."""
         b = self.binding

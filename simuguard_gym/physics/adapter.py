@@ -238,6 +238,10 @@ class SubstepScreen(Protocol):
         """Contacts came that the screen could not read (its marks then cover them)."""
 
     @property
+    def oldest(self) -> int:
+        """The oldest substep whose start state the screen still holds."""
+
+    @property
     def deep_pairs(self) -> int:
         """How many body pairs have a deep-penetration flag."""
 
