@@ -23,6 +23,7 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.physics.adapter import PhysicsAdapter, SubstepScreen
 from simuguard_gym.physics.bodies import BodyTable
 
+
 class ScreenRingShort(RuntimeError):
     """The screen's ring no longer holds substeps an event may examine."""
 
