@@ -27,7 +27,7 @@ import numpy as np
 from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesInFork, PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.physics.hooks import HookError, report_failure
-from simuguard_gym.physics.state import StateRows
+from simuguard_gym.physics.state import RowTargets, StateRows
 from simuguard_gym.capture.helper_process import ChunkProcess, Job, SharedArena, helper_processes_available
 from simuguard_gym.recording.format import encode_array
 from simuguard_gym.capture.native import NativeFill, NativeFillMixin
@@ -94,7 +94,7 @@ class SubstepRecorder(NativeFillMixin):
         self._slots: list[_Slot] | None = None  # this episode's
         # Kept across episodes with what they were made for (see _shared_slots, _private_rows).
         self._kept_slots: tuple[Any, list[_Slot]] | None = None
-        self._kept_rows: tuple[Any, np.ndarray, np.ndarray, tuple[list[Any], list[Any]]] | None = None
+        self._kept_rows: tuple[Any, np.ndarray, np.ndarray, tuple[RowTargets, RowTargets]] | None = None
         self._active = False
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
@@ -220,10 +220,10 @@ class SubstepRecorder(NativeFillMixin):
             self.on_error(record)
 
     # ------------------------------------------------------------------ internals
-    def _use_rows(self, after: np.ndarray, before: np.ndarray, targets: tuple[list[Any], list[Any]] | None = None
+    def _use_rows(self, after: np.ndarray, before: np.ndarray, targets: tuple[RowTargets, RowTargets] | None = None
                   ) -> None:
         self._states, self._before = after, before
-        # What the per-substep copy takes for each row, made once per buffer.
+        # What the per-substep copy in Python takes for each row, made where it first copies one.
         self._after_rows, self._before_rows = targets or (self._rows.targets(after), self._rows.targets(before))
 
     def _flush(self, final: bool = False) -> None:
@@ -293,8 +293,8 @@ class SubstepRecorder(NativeFillMixin):
 
     def _shared_slots(self, cap: int) -> list["_Slot"]:
         """Two sets of chunk buffers in shared memory: the hot path fills one while the helper
-        encodes the other. Kept across episodes while their rows fit (making the per-substep
-        copy targets of 4 x 1024 rows costs as much as a short episode)."""
+        encodes the other. Kept across episodes while their rows fit (shared memory and a
+        contact stage per slot cost more to make than a short episode)."""
         key = (cap, self._rows.targets_key)
         if self._kept_slots is not None and self._kept_slots[0] == key:
             for slot in self._kept_slots[1]:
@@ -314,7 +314,7 @@ class SubstepRecorder(NativeFillMixin):
         self._kept_slots = (key, slots)
         return slots
 
-    def _private_rows(self, cap: int) -> tuple[np.ndarray, np.ndarray, tuple[list[Any], list[Any]]]:
+    def _private_rows(self, cap: int) -> tuple[np.ndarray, np.ndarray, tuple[RowTargets, RowTargets]]:
         """This episode's row buffers and their copy targets: the last episode's while they fit
         (no chunk is in flight between episodes: ``finish`` waits for them)."""
         key = (cap, self._rows.targets_key)
@@ -448,7 +448,7 @@ class _Slot:
     before: np.ndarray
     memory: tuple[np.ndarray, np.ndarray]  # the contact stage's (records, forces) buffers
     stage: Any
-    targets: tuple[list[Any], list[Any]] | None = None  # the per-substep copies' targets in states and before
+    targets: tuple[RowTargets, RowTargets] | None = None  # the per-substep copies' targets in states and before
 
 
 # A chunk ends early once this many bytes of raw contacts are staged, which bounds memory on

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from simuguard_gym.physics.state import StateComponent, StateRows
+from simuguard_gym.physics.state import RowTargets, StateComponent, StateRows
 
 
 class SpanRows(StateRows):
@@ -67,9 +67,14 @@ class SpanRows(StateRows):
         self.copy = copy
 
 
-    def targets(self, rows: np.ndarray) -> list[tuple[memoryview, ...]]:
+    def targets(self, rows: np.ndarray) -> RowTargets:
         at, size = self._span_at, self._span_bytes
-        return [(m[:8], *(m[at[i]:at[i] + size[i]] for i in range(len(size)))) for m in map(memoryview, rows)]
+
+        def target(row: int) -> tuple[memoryview, ...]:
+            m = memoryview(rows[row])
+            return (m[:8], *(m[at[i]:at[i] + size[i]] for i in range(len(size))))
+
+        return RowTargets(target)
 
     @property
     def targets_key(self) -> tuple[Any, ...]:

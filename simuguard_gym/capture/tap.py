@@ -15,6 +15,7 @@ import numpy as np
 from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesQuietBatches, PhysicsAdapter
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError, report_failure
+from simuguard_gym.physics.state import RowTargets
 from simuguard_gym.capture.native import NativeFill, NativeFillMixin
 
 BatchSink = Callable[[np.ndarray, np.ndarray, ContactPairs], None]
@@ -68,7 +69,7 @@ class SubstepTap(NativeFillMixin):
         self.quiet_drains = 0  # of which to quiet_sink
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
-        self._kept_rows: tuple[Any, np.ndarray, list[Any]] | None = None
+        self._kept_rows: tuple[Any, np.ndarray, RowTargets] | None = None
         self._fill = NativeFill(self._native_full, enabled=isinstance(adapter, DeclaresCopySources))
         if self._fill.copy is not None:
             # The hooks call the C object itself: no Python frame per substep.
@@ -81,7 +82,7 @@ class SubstepTap(NativeFillMixin):
         a.read_state(self.initial_state)
         self.initial_pose, self.initial_vel = (x[0] for x in a.body_states(self.initial_state[None], self.tracked))
         self._state_rows = a.state_rows(decoding_only=True)  # the rows are only ever decoded
-        # The rows and their copy targets (made once, not per substep: costly for many rows) are
+        # The rows and their copy targets (each made where Python first copies that row) are
         # kept across episodes while they fit: a drained batch leaves nothing in them.
         key = (self.max_batch, self._state_rows.targets_key)
         if self._kept_rows is None or self._kept_rows[0] != key:
