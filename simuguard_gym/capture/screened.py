@@ -67,6 +67,9 @@ class ScreenedDetection:
         """Feed the detector what the screen marked (and what open candidates need), and refresh
         the deep-penetration flags."""
         screen, detector = self.screen, self.detector
+        # Contacts before the scene's first one was located went uncounted by the screen: every
+        # substep fed now had none it could read, so the detector counts their deep pairs itself.
+        recount = screen.unreadable and not screen.contacts_located
         if screen.unreadable:
             screen.locate_contacts()
         seen, flagged = screen.seen, screen.flagged
@@ -81,7 +84,14 @@ class ScreenedDetection:
             # event may examine: said, and this episode's detection ends (the next ring holds more).
             raise ScreenRingShort(f"an env step of more substeps than the screen kept ({seen - screen.oldest}): "
                                   f"substeps {lo}-{screen.oldest - 1} are gone; detection ends for this episode")
-        self._feed(lo, seen, make_tap)
+        if recount:
+            detector.count_deep = True
+        try:
+            self._feed(lo, seen, make_tap)
+        finally:
+            if recount:
+                detector.count_deep = False
+                screen.add_deep_flags(detector.take_deep_flags())
         screen.clear_flag()
         self.refresh_flags()
         self.open = detector.open_candidates

@@ -196,6 +196,12 @@ class ArtifactDetector:
         """The deep-penetration flags as counted elsewhere (``count_deep=False``), all so far."""
         self._deep_given = list(flags)
 
+    def take_deep_flags(self) -> list[dict[str, Any]]:
+        """The deep-penetration flags counted here so far, handed over and forgotten (a screen
+        merges those of substeps whose contacts it could not read into its own)."""
+        keys = [key for key in self._flags if key[0] == "deep_penetration"]
+        return [self._flags.pop(key) for key in keys]
+
     def skip(self, n: int, pose: np.ndarray, vel: np.ndarray, fastest: np.ndarray) -> None:
         """Pass over the next ``n`` substeps unseen: a screen found none of them could start a
         candidate (nor hold an absurd state), and the substeps an event could examine will be fed.

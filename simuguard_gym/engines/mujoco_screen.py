@@ -297,6 +297,10 @@ class MujocoScreen:
         return bool(self.binding.unreadable)
 
     @property
+    def contacts_located(self) -> bool:
+        return bool(self.binding.contacts)
+
+    @property
     def deep_pairs(self) -> int:
         return int(self.binding.npairs) + int(self.binding.pair_overflow)
 
@@ -357,6 +361,28 @@ class MujocoScreen:
             out.append({"kind": "deep_penetration", "bodies": [names[lo], names[hi]], "body_ids": [lo, hi],
                         "first_substep": first, "max_depth": depth, "substeps": substeps})
         return out
+
+    def add_deep_flags(self, flags: list[dict[str, Any]]) -> None:
+        """Count deep-penetration flags of substeps the callback could not read (the detector's,
+        from their re-simulation) in the pair table, as settle_contacts() would have."""
+        b, a = self.binding, self._arrays
+        pairs, depth = a["pairs"], a["pair_depth"]
+        for flag in flags:
+            lo, hi = sorted(int(i) for i in flag["body_ids"])
+            found = np.flatnonzero((pairs[:b.npairs, 0] == lo) & (pairs[:b.npairs, 1] == hi))
+            if len(found):
+                i = int(found[0])
+                pairs[i, 2] = min(int(pairs[i, 2]), int(flag["first_substep"]))
+            elif b.npairs == b.pair_cap:
+                b.pair_overflow = 1
+                continue
+            else:
+                i = int(b.npairs)
+                pairs[i] = (lo, hi, int(flag["first_substep"]), 0, -1)
+                depth[i] = 0.0
+                b.npairs += 1
+            pairs[i, 3] += int(flag["substeps"])
+            depth[i] = max(float(depth[i]), float(flag["max_depth"]))
 
     # ------------------------------------------------------------------ re-simulation
     @property

@@ -238,6 +238,11 @@ class SubstepScreen(Protocol):
         """Contacts came that the screen could not read (its marks then cover them)."""
 
     @property
+    def contacts_located(self) -> bool:
+        """Whether the screen reads the scene's contacts (False before its first contact was
+        located: then no contact of the episode so far was counted)."""
+
+    @property
     def oldest(self) -> int:
         """The oldest substep whose start state the screen still holds."""
 
@@ -265,6 +270,10 @@ class SubstepScreen(Protocol):
     def fastest(self, k: int) -> np.ndarray: ...
 
     def deep_flags(self, names: tuple[str, ...]) -> list[dict[str, Any]]: ...
+
+    def add_deep_flags(self, flags: list[dict[str, Any]]) -> None:
+        """Count deep penetrations found elsewhere (the detector's, in substeps whose contacts
+        the screen could not read) with its own."""
 
     def states(self, lo: int, hi: int) -> np.ndarray: ...
 
