@@ -98,12 +98,9 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
     if n < 1:
         return mj_step(m, d, n)
     adapter.stepping.add("whole")
-    around = adapter.hooks.around
-    around("start", mj_step, m, d)
-    for _ in range(n - 1):
-        # Between two substeps of one call no code outside simuguard runs: nothing can have
-        # written the state, and listeners may skip reading it.
-        around("continue", mj_step, m, d)
+    # Between two substeps of one call no code outside simuguard runs: nothing can have written
+    # the state, and listeners may skip reading it (phase "continue" after the first).
+    adapter.hooks.around("start", mj_step, m, d, n=n)
 
 
 def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:

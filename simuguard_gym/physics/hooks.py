@@ -73,20 +73,23 @@ class SubstepHooks:
             if not self.listeners and self._on_listening is not None:
                 self._on_listening(False)
 
-    def around(self, phase: str, advance: Callable[..., Any], *args: Any) -> None:
+    def around(self, phase: str, advance: Callable[..., Any], *args: Any, n: int = 1) -> None:
         """Run one substep, ``advance(*args)``, with the listeners before it (``phase``) and after
-        it: the one way every adapter runs a hooked substep."""
+        it: the one way every adapter runs a hooked substep. ``n`` > 1: n substeps of one engine
+        call, the later ones in phase "continue" (one Python frame for them all)."""
         # Listeners catch their own errors; the try is a second net that costs nothing until used
         # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
-        try:
-            self.before(phase)
-        except Exception as error:  # noqa: BLE001 - never raise into the env
-            self.escaped(f"before_substep({phase})", error)
-        advance(*args)
-        try:
-            self.after()
-        except Exception as error:  # noqa: BLE001
-            self.escaped("after_substep", error)
+        for _ in range(n):
+            try:
+                self.before(phase)
+            except Exception as error:  # noqa: BLE001 - never raise into the env
+                self.escaped(f"before_substep({phase})", error)
+            advance(*args)
+            try:
+                self.after()
+            except Exception as error:  # noqa: BLE001
+                self.escaped("after_substep", error)
+            phase = "continue"
 
     def _sync(self) -> None:
         # On a hot path of a few microseconds per substep even an empty call shows: listeners that

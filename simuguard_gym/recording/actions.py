@@ -40,10 +40,7 @@ class ActionLog:
         except Exception as error:  # noqa: BLE001 - e.g. a tensor on a GPU: not kept, and said why
             self.missing = f"the action of step {step} ({type(action).__name__}) is not an array: {error}"
             return
-        if row.dtype.kind not in "biuf" or row.dtype.newbyteorder("<").str not in ALLOWED_DTYPES:
-            self.missing = f"the action of step {step} ({type(action).__name__}, dtype {row.dtype}) is not numeric"
-            return
-        if self._rows:
+        if self._rows:  # the first action's dtype was checked: later ones only compare with it
             first = self._rows[0]
             if row.dtype != first.dtype:
                 self.missing = f"the actions change dtype from {first.dtype} to {row.dtype} at step {step}"
@@ -53,6 +50,9 @@ class ActionLog:
                 self.missing = f"the actions change shape from {first.shape} to {row.shape} at step {step}"
                 self._rows = []
                 return
+        elif row.dtype.kind not in "biuf" or row.dtype.newbyteorder("<").str not in ALLOWED_DTYPES:
+            self.missing = f"the action of step {step} ({type(action).__name__}, dtype {row.dtype}) is not numeric"
+            return
         self._rows.append(row)
 
     def footer(self) -> dict[str, Any]:
