@@ -75,7 +75,13 @@ class SpeedBound:
 class RowTargets(dict[int, Any]):
     """A row buffer's copy targets by row index, each made on first use by ``make(row)``:
     building every row's target up front costs milliseconds for a batch of thousands of rows
-    that the native copy fills without them."""
+    that the native copy fills without them.
+
+    >>> from simuguard_gym.physics.state import RowTargets
+    >>> targets = RowTargets(lambda row: f"row {row}")
+    >>> len(targets), targets[3], len(targets)
+    (0, 'row 3', 1)
+    """
 
     def __init__(self, make: Callable[[int], Any]) -> None:
         super().__init__()
