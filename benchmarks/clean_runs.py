@@ -1,5 +1,6 @@
 """What the monitor reports on runs that hold no contact artifact: random actions on every
-Gymnasium MuJoCo v5 env (and Meta-World's scripted experts where installed).
+Gymnasium MuJoCo v5 env (and, where installed, Meta-World's scripted experts, MyoSuite's object
+and locomotion tasks and LeRobot's ALOHA tasks under random actions).
 
 Each env runs ``--episodes`` episodes of random actions (seeds from ``--seed-base``; actions from
 the action space seeded alike) under ``ArtifactMonitor``. Printed per env: what it watches, the
@@ -27,6 +28,11 @@ GYMNASIUM_V5 = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "Humanoi
                 "InvertedDoublePendulum-v5", "InvertedPendulum-v5", "Pusher-v5", "Reacher-v5", "Swimmer-v5",
                 "Walker2d-v5")
 METAWORLD = ("pick-place-v3", "drawer-open-v3", "door-open-v3", "push-v3", "window-open-v3", "button-press-v3")
+#: MyoSuite's tasks with a free object or a body on the floor (the others are a hand or an arm alone).
+MYOSUITE = ("myoHandObjHoldRandom-v0", "myoHandReorient8-v0", "myoChallengeDieReorientP1-v0",
+            "myoChallengeRelocateP1-v0", "myoChallengeBaodingP1-v1", "myoLegWalk-v0")
+#: LeRobot's simulated ALOHA benchmark (gym-aloha).
+ALOHA = ("gym_aloha/AlohaInsertion-v0", "gym_aloha/AlohaTransferCube-v0")
 
 
 def cases(only: list[str] | None) -> dict[str, tuple[Callable[[], gym.Env], Callable[[gym.Env], Any] | None]]:
@@ -41,6 +47,17 @@ def cases(only: list[str] | None) -> dict[str, tuple[Callable[[], gym.Env], Call
             found[f"Meta-World {task} (expert)"] = (
                 lambda task=task: gym.make("Meta-World/MT1", env_name=task),
                 lambda env, task=task: ENV_POLICY_MAP[task]().get_action)
+    if importlib.util.find_spec("myosuite") is not None:
+        import myosuite  # noqa: F401 - registers the myo* envs
+
+        warnings.filterwarnings("ignore", module="myosuite")
+        for name in MYOSUITE:
+            found[f"MyoSuite {name}"] = (lambda name=name: gym.make(name), None)
+    if importlib.util.find_spec("gym_aloha") is not None:
+        import gym_aloha  # noqa: F401 - registers gym_aloha/*
+
+        for name in ALOHA:
+            found[f"ALOHA {name.split('/')[1]}"] = (lambda name=name: gym.make(name), None)
     if only:
         found = {k: v for k, v in found.items() if any(o in k for o in only)}
     return found

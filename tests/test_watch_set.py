@@ -137,3 +137,36 @@ def test_an_object_on_undriven_slide_joints_is_watched_and_its_launch_flagged():
         _, _, _, _, info = env.step(np.zeros(0))
     env.close()
     assert [e["body"] for e in info["simuguard"]["events"]] == ["block"]
+
+
+#: A muscle-driven finger (MyoSuite's way: a muscle on a spatial tendon between sites on two
+#: bones, no actuator on a joint) beside a ball; a free root without geoms of its own, carrying a
+#: welded pelvis that touches the floor and a leg on a knee that the muscle spans (MyoLeg's way).
+MUSCLES = """<mujoco><option timestep="0.002"/>
+  <worldbody><geom name="floor" type="plane" size="2 2 .1"/>
+    <body name="ball" pos="0.3 0 0.1"><freejoint/><geom type="sphere" size=".03"/></body>
+    <body name="root" pos="0 0 0.5"><freejoint/>
+      <body name="pelvis"><geom type="box" size=".1 .1 .05"/><site name="origin" pos="0 0 -.05"/>
+        <body name="shank" pos="0 0 -.1"><joint name="knee" type="hinge" axis="0 1 0"/>
+          <joint name="knee_slide" type="slide" axis="0 0 1" range="-.01 .01"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -.3" size=".03"/><site name="insertion" pos=".03 0 -.1"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><spatial name="muscle_path"><site site="origin"/><site site="insertion"/></spatial></tendon>
+  <actuator><muscle name="muscle" tendon="muscle_path"/></actuator></mujoco>"""
+
+
+def test_muscles_drive_the_bones_they_pull_and_a_welded_body_is_its_rigid_body():
+    """The bones a muscle's tendon is attached to are the robot (a ball they flick is explained by
+    them), the joints it spans are driven (the knee's slide is no loose object), and a free root
+    that collides only through the body welded to it is the robot's floating base."""
+    import mujoco
+
+    from simuguard_gym.engines.mujoco import MujocoAdapter
+
+    model = mujoco.MjModel.from_xml_string(MUSCLES)
+    table = MujocoAdapter(model, mujoco.MjData(model)).body_table()
+    roles = dict(zip(table.names, table.roles))
+    assert roles == {"world": "scene", "ball": "object", "root": "base", "pelvis": "robot", "shank": "robot"}

@@ -282,7 +282,9 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         m = self.model
         actuated = self._actuated_joints()
         colliding = np.zeros(m.nbody, bool)
-        colliding[m.geom_bodyid[(m.geom_contype | m.geom_conaffinity) != 0]] = True
+        # A body collides through the bodies welded to it too (one rigid body: MyoLeg's root and
+        # its pelvis).
+        colliding[m.body_weldid[m.geom_bodyid[(m.geom_contype | m.geom_conaffinity) != 0]]] = True
         translating = (m.jnt_type == int(mujoco.mjtJoint.mjJNT_FREE)) | (m.jnt_type == int(mujoco.mjtJoint.mjJNT_SLIDE))
         loose = set()
         for j in np.flatnonzero(translating).tolist():
@@ -304,7 +306,31 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
                 adr, num = m.tendon_adr[target], m.tendon_num[target]
                 joints.update(int(m.wrap_objid[w]) for w in range(adr, adr + num)
                               if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT))
+                joints.update(self._spanned_joints(self._tendon_site_bodies(target)))
         return joints
+
+    def _tendon_site_bodies(self, tendon: int) -> set[int]:
+        """The bodies a spatial tendon's sites sit on (a muscle's origin, via points, insertion)."""
+        m = self.model
+        adr, num = int(m.tendon_adr[tendon]), int(m.tendon_num[tendon])
+        return {int(m.site_bodyid[m.wrap_objid[w]]) for w in range(adr, adr + num)
+                if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_SITE)}
+
+    def _spanned_joints(self, bodies: set[int]) -> set[int]:
+        """The joints between ``bodies`` (those of each body and its ancestors below their lowest
+        common ancestor): what a spatial tendon pulling on them drives."""
+        if len(bodies) < 2:
+            return set()
+        m, parent = self.model, self.model.body_parentid
+        chains = []
+        for b in bodies:
+            chain = [b]
+            while chain[-1] != 0:
+                chain.append(int(parent[chain[-1]]))
+            chains.append(chain)
+        common = set(chains[0]).intersection(*chains[1:])
+        spanned = {b for chain in chains for b in chain if b not in common}
+        return {j for j in range(m.njnt) if int(m.jnt_bodyid[j]) in spanned}
 
     def _robot_bodies(self) -> set[int]:
         """Bodies in the kinematic subtree of an actuated joint, a mocap body or a body a mocap body
@@ -326,6 +352,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
                 for w in range(adr, adr + num):
                     if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT):
                         seeds.add(int(m.jnt_bodyid[m.wrap_objid[w]]))
+                seeds.update(self._tendon_site_bodies(target))  # a muscle pulls the bones it is attached to
         seeds.update(int(b) for b in np.flatnonzero(m.body_mocapid >= 0))
         seeds.update(self._held_by_mocap())
         seeds.discard(0)
@@ -343,6 +370,8 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             while b != 0:
                 robot.add(b)
                 b = int(parent[b])
+        # Bodies welded to a robot body are that rigid body (MyoLeg's torso on its root).
+        robot.update(i for i in range(1, m.nbody) if int(m.body_weldid[i]) in robot)
         return robot
 
     def model_fingerprint(self) -> str:
