@@ -16,6 +16,7 @@ contact forces of record k.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from typing import Any, Callable
 
@@ -186,18 +187,16 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         """Whether the env is known to step this scene with whole ``mj_step`` calls before it has
         stepped: a Gymnasium ``MujocoEnv`` (Gymnasium's v5 envs, Meta-World) whose stepping is
         Gymnasium's own (``do_simulation``, ``_step_mujoco_simulation``: one ``mj_step(nstep)``)."""
-        from gymnasium.envs.mujoco import MujocoEnv
-
+        base = _gymnasium_mujoco_env()
         owner = type(self._owner)
-        return issubclass(owner, MujocoEnv) and owner.do_simulation is MujocoEnv.do_simulation \
-            and owner._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation
+        return base is not None and issubclass(owner, base) and owner.do_simulation is base.do_simulation \
+            and owner._step_mujoco_simulation is base._step_mujoco_simulation
 
     def substeps_per_step(self) -> int:
         """The substeps the env runs per step where it says so (a Gymnasium ``MujocoEnv``'s
         ``frame_skip``), else 0."""
-        from gymnasium.envs.mujoco import MujocoEnv
-
-        return int(self._owner.frame_skip) if isinstance(self._owner, MujocoEnv) else 0
+        base = _gymnasium_mujoco_env()
+        return int(self._owner.frame_skip) if base is not None and isinstance(self._owner, base) else 0
 
     def substep_screen(self) -> tuple[Any, str | None]:
         """A :class:`~simuguard_gym.engines.mujoco_screen.MujocoScreen` of this scene (one per
@@ -484,3 +483,9 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         return next(c for c in self._layout if c.name == name)
 
 
+def _gymnasium_mujoco_env() -> Any:
+    """Gymnasium's ``MujocoEnv`` where an env can be one (its module loaded), else None. Never
+    imported here: an env of it has loaded it already, and the import fails where Gymnasium's
+    MuJoCo extra is missing (it needs ``packaging``; dm_control-based envs such as gym-aloha)."""
+    module = sys.modules.get("gymnasium.envs.mujoco.mujoco_env")
+    return module.MujocoEnv if module is not None else None
