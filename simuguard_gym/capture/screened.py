@@ -126,5 +126,5 @@ def replay_tap(adapter: Any, sink: Callable[..., None]) -> SubstepTap:
 
 def tracked_kinds(table: BodyTable, tracked: np.ndarray) -> np.ndarray:
     """Per tracked body: 0 tracked only, 1 a watched object, 2 a watched floating base."""
-    roles = np.array(table.roles)[np.asarray(tracked, np.int64)]
-    return np.select([roles == "base", roles == "object"], [2, 1], 0).astype(np.uint8)
+    kind = {"base": 2, "object": 1}
+    return np.array([kind.get(table.roles[i], 0) for i in np.asarray(tracked, np.int64).tolist()], np.uint8)

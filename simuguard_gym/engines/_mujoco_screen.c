@@ -94,7 +94,7 @@ typedef struct {
 #define POLL_FLAGGED 1     /* a substep is marked */
 #define POLL_UNREADABLE 2  /* contacts came that could not be read */
 #define POLL_NEW_PAIR 4    /* a body pair got its first deep penetration */
-#define POLL_REFRESH 8     /* refresh_at substeps have run */
+#define POLL_REFRESH 8     /* refresh_at substeps have run, and there are deep pairs to refresh */
 
 static screen_binding *screens[MAX_SCREENS];
 static int used; /* screens[used:] are all NULL: the callback looks no further */
@@ -297,7 +297,8 @@ static PyObject *poll(PyObject *self, PyObject *arg) {
         b->max_gap = b->seen - b->polled_at;
     b->polled_at = b->seen;
     long tell = (b->flagged >= 0 ? POLL_FLAGGED : 0) | (b->unreadable || b->pair_overflow ? POLL_UNREADABLE : 0) |
-                (b->npairs != b->npairs_told ? POLL_NEW_PAIR : 0) | (b->seen >= b->refresh_at ? POLL_REFRESH : 0);
+                (b->npairs != b->npairs_told ? POLL_NEW_PAIR : 0) |
+                (b->npairs > 0 && b->seen >= b->refresh_at ? POLL_REFRESH : 0); /* no pairs: no flags to refresh */
     b->npairs_told = b->npairs;
     return PyLong_FromLong(tell);
 }

@@ -186,12 +186,14 @@ class MujocoKinematics:
         points = scratch.xpos[robot]
         geoms = np.flatnonzero((m.body_weldid[m.geom_bodyid] == 0) & (m.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
                                & ((m.geom_contype | m.geom_conaffinity) != 0))
-        rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
-        center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
-        half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
-        small = (2 * half <= self.STAGE_GEOM_SIZE).all(axis=1)
-        lo = np.concatenate([points, (center - half)[small]])
-        hi = np.concatenate([points, (center + half)[small]])
+        if geoms.size:  # most locomotion scenes have none but the floor plane
+            rot = scratch.geom_xmat[geoms].reshape(-1, 3, 3)
+            center = scratch.geom_xpos[geoms] + np.einsum("nij,nj->ni", rot, m.geom_aabb[geoms, :3])
+            half = np.einsum("nij,nj->ni", np.abs(rot), m.geom_aabb[geoms, 3:])
+            small = (2 * half <= self.STAGE_GEOM_SIZE).all(axis=1)
+            lo, hi = np.concatenate([points, (center - half)[small]]), np.concatenate([points, (center + half)[small]])
+        else:
+            lo = hi = points
         if not len(lo):
             return None
         return lo.min(axis=0), hi.max(axis=0)

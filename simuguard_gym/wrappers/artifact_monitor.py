@@ -14,7 +14,7 @@ from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import PhysicsAdapter, ScreensSubsteps, SubstepScreen
+from simuguard_gym.physics.adapter import HasConvexPieces, PhysicsAdapter, ScreensSubsteps, SubstepScreen
 from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
@@ -111,6 +111,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         #: episode, stacked with a recorder, or where the engine cannot screen).
         self.screened: ScreenedDetection | None = None
         self._can_screen = isinstance(self.adapter, ScreensSubsteps)
+        self._convex_pieces = isinstance(self.adapter, HasConvexPieces)  # a protocol check: once, not per episode
         #: Why the substeps run through the hooks this episode (None: they are screened).
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
@@ -203,7 +204,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         deferred = round(MAX_DEFERRED_SECONDS / adapter.substep_dt)
         self.detector = ArtifactDetector(
             table, tracked, adapter.substep_dt, config=self.config, gravity=adapter.gravity,
-            initial_pose=initial_pose, initial_vel=initial_vel, pieces=CollisionPieces.of_scene(adapter),
+            initial_pose=initial_pose, initial_vel=initial_vel, pieces=CollisionPieces.of_scene(adapter) if self._convex_pieces else None,
             stage=adapter.stage_box(), task_bodies=task_bodies(adapter.task_spec), count_deep=screen is None)
         if screen is not None and not self._start_screen(screen, table, tracked, initial_vel, deferred):
             self.detector.count_deep = True
