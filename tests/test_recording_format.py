@@ -140,14 +140,14 @@ def test_never_half_written_under_the_final_name(record_dir):
     env.reset(seed=0)
     for _ in range(100):
         env.step(env.action_space.sample())
-    names = sorted(p.name for p in record_dir.iterdir())
+    names = sorted(p.name for p in record_dir.iterdir() if p.is_file())  # models/ holds the model
     assert names == ["episode_000000.msgpack.partial"]
     # A crash now leaves a partial file whose complete chunks read: 7 chunks of 64 of the 500
     # substeps are complete, of which up to 2 may still be in the encoder thread's hands.
     partial = load_recording(record_dir / names[0], allow_partial=True)
     assert partial.substeps in (320, 384, 448)
     env.close()
-    assert sorted(p.name for p in record_dir.iterdir()) == ["episode_000000.msgpack"]
+    assert sorted(p.name for p in record_dir.iterdir()) == ["episode_000000.msgpack", "models"]
 
 
 def test_existing_recordings_are_not_overwritten(record_dir):
@@ -155,7 +155,7 @@ def test_existing_recordings_are_not_overwritten(record_dir):
         env = RecordPhysics(make_contact_scene(max_episode_steps=3), record_dir)
         run_random(env, 3)  # one episode, then a reset that is never stepped (no file)
         env.close()
-    names = sorted(p.name for p in record_dir.iterdir())
+    names = sorted(p.name for p in record_dir.glob("*.msgpack"))
     assert names == ["episode_000000.msgpack", "episode_000001.msgpack"]
 
 

@@ -93,6 +93,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         self._bind(model, data)
         # The model as built: what an env changes in it later goes into each recording.
         self._model_arrays = mujoco_model.ModelArrays(model)
+        self._stored_as: tuple[mujoco.MjModel, str] | None = None  # a model object and its stored fingerprint
 
     # ------------------------------------------------------------------ binding and hooks
     @classmethod
@@ -408,9 +409,22 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
 
     def model_bytes(self) -> bytes:
         """The compiled model as MJB (can be large: meshes and textures)."""
-        buf = np.empty(mujoco.mj_sizeModel(self.model), dtype=np.uint8)
-        mujoco.mj_saveModel(self.model, None, buf)
-        return buf.tobytes()
+        return _mjb(self.model)
+
+    def model_to_store(self, held: Callable[[str], bool]) -> tuple[str, bytes | None]:
+        """The model a recording of this episode references in a model store, by fingerprint, and
+        its MJB where ``held(fingerprint)`` is False: the model as the adapter first saw it (what
+        the recording's ``model_changes`` are relative to), or, where the env's model can no longer
+        be made that one, the episode's own model."""
+        # An env changes its model's values in place, never its sizes: the model object found
+        # once stays under its fingerprint; a new one (robosuite's hard reset) is looked at anew.
+        if self._stored_as is not None and self._stored_as[0] is self.model and held(self._stored_as[1]):
+            return self._stored_as[1], None
+        arrays = self._model_arrays
+        model = arrays.base_model(self.model)
+        key = arrays.base_fingerprint if model is not None else arrays.fingerprint(self.model)
+        self._stored_as = (self.model, key)
+        return key, None if held(key) else _mjb(model if model is not None else self.model)
 
     # ------------------------------------------------------------------ state
     def state_layout(self) -> list[StateComponent]:
@@ -489,3 +503,9 @@ def _gymnasium_mujoco_env() -> Any:
     MuJoCo extra is missing (it needs ``packaging``; dm_control-based envs such as gym-aloha)."""
     module = sys.modules.get("gymnasium.envs.mujoco.mujoco_env")
     return module.MujocoEnv if module is not None else None
+
+
+def _mjb(model: mujoco.MjModel) -> bytes:
+    buffer = np.empty(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, buffer)
+    return buffer.tobytes()

@@ -20,6 +20,7 @@ whatever it cannot restore.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import zlib
 from typing import Iterator
@@ -88,6 +89,7 @@ class ModelArrays:
         self.reference = {name: np.array(value) for name, value in physics_arrays(model)}
         self._reference_bytes = {name: value.tobytes() for name, value in self.reference.items()}
         self._digests = {name: zlib.crc32(data) for name, data in self._reference_bytes.items()}
+        self._base_fingerprint = digest_fingerprint(self._digests)
         #: Arrays seen changed in some episode: they go into every later recording too (they are
         #: what the env changes; a replay must not take them from its own build).
         self.changing: set[str] = set()
@@ -113,6 +115,34 @@ class ModelArrays:
         differing = self.differing(model)
         digests = self._digests_after(model, differing)
         return digest_fingerprint(digests), self._changes(model, differing), digests
+
+    @property
+    def base_fingerprint(self) -> str:
+        """The fingerprint of the model as first seen (the reference)."""
+        return self._base_fingerprint
+
+    def base_model(self, model: mujoco.MjModel) -> mujoco.MjModel | None:
+        """The model as first seen: ``model`` itself where the env changed nothing in it since, else
+        a copy with the reference's values written back; None where ``model`` cannot be made it (a
+        model of other sizes: robosuite builds a new one at each hard reset).
+
+        >>> import mujoco
+        >>> model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><site name="goal"/></worldbody></mujoco>')
+        >>> arrays = ModelArrays(model)
+        >>> model.site_pos[0] = [0.1, 0.2, 0.3]
+        >>> arrays.base_model(model).site_pos, model.site_pos
+        (array([[0., 0., 0.]]), array([[0.1, 0.2, 0.3]]))
+        """
+        differing = self.differing(model)
+        if not differing:
+            return model
+        base = copy.copy(model)  # MuJoCo's own deep copy (mj_copyModel)
+        for name in differing:
+            reference, current = self.reference.get(name), _array(base, name)
+            if reference is None or reference.shape != current.shape or reference.dtype != current.dtype:
+                return None
+            _write(base, name, reference)
+        return base if self._digests_after(base, differing) == self._digests else None
 
     def fingerprint(self, model: mujoco.MjModel) -> str:
         """:func:`fingerprint` of ``model``."""

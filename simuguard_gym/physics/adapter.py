@@ -168,6 +168,16 @@ class RestorableModel(Protocol):
 
 
 @runtime_checkable
+class StoresModel(Protocol):
+    """An adapter whose compiled model a recording can carry (MuJoCo's MJB): a replay then needs
+    no benchmark to rebuild the env (:mod:`~simuguard_gym.recording.model_store`)."""
+
+    def model_to_store(self, held: Callable[[str], bool]) -> tuple[str, bytes | None]:
+        """The fingerprint of the model a recording of this episode references, and its bytes
+        where ``held(fingerprint)`` is False."""
+
+
+@runtime_checkable
 class DecodesQuietBatches(Protocol):
     """An adapter that decodes what a quiet batch needs more cheaply than a full decode (MuJoCo;
     the monitor's tap decodes in full elsewhere)."""

@@ -15,9 +15,10 @@ import numpy as np
 from simuguard_gym import __version__
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import HasPieceShapes, PhysicsAdapter
+from simuguard_gym.physics.adapter import HasPieceShapes, PhysicsAdapter, StoresModel
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
+from simuguard_gym.recording.model_store import MAX_MODEL_BYTES, ModelStore
 from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, header_for
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.attach import BenchmarkEnv
@@ -64,12 +65,13 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *, task_spec: TaskSpec | None = None,
                  snapshot_every: int = 250, chunk_substeps: int = 1024, name_prefix: str = "episode",
-                 store_model: bool = False, adapter: PhysicsAdapter | None = None,
-                 helper_process: bool = True) -> None:
+                 store_model: bool = True, max_model_bytes: int = MAX_MODEL_BYTES,
+                 adapter: PhysicsAdapter | None = None, helper_process: bool = True) -> None:
         # What gym.make(wrapped.spec) rebuilds the wrapper from; an adapter belongs to this env only.
         gym.utils.RecordConstructorArgs.__init__(
             self, directory=directory, task_spec=task_spec, snapshot_every=snapshot_every, chunk_substeps=chunk_substeps,
-            name_prefix=name_prefix, store_model=store_model, helper_process=helper_process, _disable_deepcopy=True)
+            name_prefix=name_prefix, store_model=store_model, max_model_bytes=max_model_bytes,
+            helper_process=helper_process, _disable_deepcopy=True)
         super().__init__(env)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name_prefix):
             raise ValueError(f"name_prefix must be letters, digits, '_', '.' or '-', got {name_prefix!r}")
@@ -77,6 +79,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.task_spec = task_spec
         self.name_prefix = name_prefix
         self.store_model = store_model
+        #: The compiled models the recordings reference (``directory/models/``; MuJoCo).
+        self.models = ModelStore(self.directory, max_model_bytes=max_model_bytes)
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             self.adapter.use_task_spec(task_spec)
@@ -144,6 +148,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def close(self) -> None:
         guarded(self._on_hook_error, "close", lambda: self._finish_cut("close"))
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
+        guarded(self._on_hook_error, "close", self.models.close)  # the models the recordings name are whole
         super().close()
 
     def _after_step(self, recording: bool, action: Any, reward: SupportsFloat, info: dict[str, Any],
@@ -187,7 +192,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
             options=_plain(options),
             task_spec=self.adapter.task_spec.to_dict() if self.adapter.task_spec else None,
             package_version=__version__,
-            model_mjb=self.adapter.model_bytes() if self.store_model else None,
+            **self._model_file(),
         )
         pieces = CollisionPieces.of_scene(self.adapter)
         if pieces is not None:  # for the false-contact check of offline detection
@@ -214,6 +219,15 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
             except FileExistsError:
                 self._episode += 1
         self._episode += 1
+
+    def _model_file(self) -> dict[str, Any]:
+        """The header's reference to the stored model (``model_file``), or why there is none."""
+        adapter = self.adapter
+        if not self.store_model or not isinstance(adapter, StoresModel):
+            return {}
+        fingerprint, mjb = adapter.model_to_store(lambda known: self.models.entry(known) is not None)
+        entry, why = (self.models.entry(fingerprint), None) if mjb is None else self.models.add(fingerprint, mjb)
+        return {"model_file": entry} if entry is not None else {"model_file_skipped": why}
 
     def _write_chunk(self, columns: dict[str, np.ndarray], first: int, n: int) -> None:
         if self._writer is not None:
