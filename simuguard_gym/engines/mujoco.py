@@ -416,15 +416,19 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         its MJB where ``held(fingerprint)`` is False: the model as the adapter first saw it (what
         the recording's ``model_changes`` are relative to), or, where the env's model can no longer
         be made that one, the episode's own model."""
-        # An env changes its model's values in place, never its sizes: the model object found
-        # once stays under its fingerprint; a new one (robosuite's hard reset) is looked at anew.
+        # An env changes its model's values in place (Meta-World's goal) or builds a new one of
+        # the same structure (robosuite's hard reset): either is the first model with other
+        # values, which the recording's model_changes give. The stored model is that first one,
+        # found without reading any array; a model of another structure is stored as it is.
         if self._stored_as is not None and self._stored_as[0] is self.model and held(self._stored_as[1]):
             return self._stored_as[1], None
         arrays = self._model_arrays
-        model = arrays.base_model(self.model)
-        key = arrays.base_fingerprint if model is not None else arrays.fingerprint(self.model)
+        same = arrays.same_structure(self.model)
+        key = arrays.base_fingerprint if same else arrays.fingerprint(self.model)
         self._stored_as = (self.model, key)
-        return key, None if held(key) else _mjb(model if model is not None else self.model)
+        if held(key):
+            return key, None
+        return key, _mjb(arrays.base_model(self.model) if same else self.model)
 
     # ------------------------------------------------------------------ state
     def state_layout(self) -> list[StateComponent]:

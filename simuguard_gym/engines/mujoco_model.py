@@ -121,10 +121,22 @@ class ModelArrays:
         """The fingerprint of the model as first seen (the reference)."""
         return self._base_fingerprint
 
-    def base_model(self, model: mujoco.MjModel) -> mujoco.MjModel | None:
-        """The model as first seen: ``model`` itself where the env changed nothing in it since, else
-        a copy with the reference's values written back; None where ``model`` cannot be made it (a
-        model of other sizes: robosuite builds a new one at each hard reset).
+    def same_structure(self, model: mujoco.MjModel) -> bool:
+        """Whether ``model``'s physics arrays have the reference's names, shapes and dtypes: its
+        values can be made the reference's (:meth:`base_model`). Reads no array's contents."""
+        reference = self.reference
+        count = 0
+        for name, value in physics_arrays(model):
+            found = reference.get(name)
+            if found is None or found.shape != value.shape or found.dtype != value.dtype:
+                return False
+            count += 1
+        return count == len(reference)
+
+    def base_model(self, model: mujoco.MjModel) -> mujoco.MjModel:
+        """The model as first seen, from ``model`` of the same structure (:meth:`same_structure`):
+        ``model`` itself where the env changed nothing in it since, else a copy with the
+        reference's values written back.
 
         >>> import mujoco
         >>> model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><site name="goal"/></worldbody></mujoco>')
@@ -138,11 +150,8 @@ class ModelArrays:
             return model
         base = copy.copy(model)  # MuJoCo's own deep copy (mj_copyModel)
         for name in differing:
-            reference, current = self.reference.get(name), _array(base, name)
-            if reference is None or reference.shape != current.shape or reference.dtype != current.dtype:
-                return None
-            _write(base, name, reference)
-        return base if self._digests_after(base, differing) == self._digests else None
+            _write(base, name, self.reference[name])
+        return base
 
     def fingerprint(self, model: mujoco.MjModel) -> str:
         """:func:`fingerprint` of ``model``."""

@@ -16,7 +16,8 @@ from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, Rec
 from simuguard_gym.recording.reader import Recording
 from simuguard_gym.capture.recorder import SubstepRecorder
 from simuguard_gym.replay.isolation import isolated
-from simuguard_gym.replay.rebuild import build_env, recording_of
+from simuguard_gym.recording.model_store import model_file_entry
+from simuguard_gym.replay.rebuild import build_env, recording_of, stored_scene
 
 # Order in which columns are reported when several diverge at the same substep: the most
 # specific (a named body) first.
@@ -72,7 +73,8 @@ class ReplayResult:
 
 def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], gym.Env] | None = None, *,
            stop_at_divergence: bool = True, adapter: PhysicsAdapter | None = None,
-           verify: str = "all", listeners: Sequence[Any] = (), trust: bool = False) -> ReplayResult:
+           verify: str = "all", listeners: Sequence[Any] = (), trust: bool = False,
+           from_file: bool = False) -> ReplayResult:
     """Replay a recording in a fresh env and compare every recorded float.
 
     The env comes from ``env_fn()`` or, by default, ``gym.make`` with the recorded env id and
@@ -94,6 +96,11 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     ``after_substep``, ``hook_failed``; ``attach(adapter)`` if they need the adapter) that see the
     replayed physics, e.g. to read what the recording left out.
 
+    A MuJoCo recording names the compiled model it was made on (the model store beside it): with
+    ``from_file=True``, or (no ``env_fn`` given) where the env cannot be built here or builds
+    another model, the replay runs on that model alone (no benchmark needed; the same MuJoCo version), and its notes say so.
+    The env's success is then not read (``success`` None): it needs the env's code.
+
     >>> from simuguard_gym import replay
     >>> result = replay("episode_000000.msgpack")   # doctest: +SKIP
     >>> result.exact, result.message                # doctest: +SKIP
@@ -103,12 +110,24 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     if verify not in ("all", "states"):
         raise ValueError(f"verify must be 'all' or 'states', got {verify!r}")
 
-    def work() -> ReplayResult:
-        env = build_env(rec, env_fn)
+    def replay_on(env: gym.Env, given: PhysicsAdapter | None) -> ReplayResult:
         try:
-            return _replay_in(env, rec, stop_at_divergence, adapter, verify == "all", listeners)
+            return _replay_in(env, rec, stop_at_divergence, given, verify == "all", listeners)
         finally:
             env.close()
+
+    def work() -> ReplayResult:
+        notes: list[str] = []
+        env = build_env(rec, env_fn, from_file=from_file, notes=notes)
+        result = replay_on(env, adapter)
+        found = result.divergence
+        if (found is not None and found.quantity == "model" and env_fn is None and not from_file and not notes
+                and model_file_entry(rec.header) is not None):
+            notes.append(f"the rebuilt env's model differs from the recorded one ({found.detail}); replayed on the "
+                         "model stored with the recording")
+            result = replay_on(stored_scene(rec), None)
+        result.notes[:0] = notes
+        return result
 
     return work() if listeners else isolated(rec, work, "replaying")
 
