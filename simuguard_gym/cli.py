@@ -27,6 +27,9 @@ EXIT_INTERRUPTED = 130
 ENV_FN_HELP = "MODULE:CALLABLE that builds the env (your own code), for envs without a registered id"
 TRUST_HELP = ("run the code the recording names to rebuild its env (an env factory, a module), though it is not "
               "signed by you; only for files from authors you trust (docs/security.md)")
+FROM_FILE_HELP = ("replay on the MuJoCo model stored with the recording (models/ beside it), not the env rebuilt "
+                  "from code: no benchmark needed, the same MuJoCo version (used by itself where the env cannot be "
+                  "built here)")
 #: Every subcommand's ``--out`` is a directory; the files in it are named after their inputs.
 OUT_HELP = "directory to write {what} in, named after its {where} (default: beside the {where})"
 
@@ -48,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
+    p.add_argument("--from-file", action="store_true", help=FROM_FILE_HELP)
     p.add_argument("--json", action="store_true", help="one JSON result per line instead of text")
     p.set_defaults(run=_replay)
 
@@ -115,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
+    p.add_argument("--from-file", action="store_true", help=FROM_FILE_HELP)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object instead of text")
     p.set_defaults(run=_rerun)
 
@@ -379,7 +384,7 @@ def _replay(args: argparse.Namespace) -> int:
             _replay_failed(path, f"{path}: no such file or directory", args.json)
             continue
         try:
-            result = replay(path, env_fn=env_fn, trust=args.trust)
+            result = replay(path, env_fn=env_fn, trust=args.trust, from_file=args.from_file)
         except Exception as error:  # noqa: BLE001 - one file that cannot be replayed does not stop the others
             logging.info("simuguard replay: %s", path, exc_info=True)  # the traceback, with --verbose
             failed += 1
@@ -657,7 +662,7 @@ def _rerun(args: argparse.Namespace) -> int:
 
         change = default_intervention(load_recording(args.file).header.get("engine", ""))
     result = rerun(args.file, change, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn,
-                   mode=args.mode, trust=args.trust)
+                   mode=args.mode, trust=args.trust, from_file=args.from_file)
     if args.json:
         print(json.dumps(result.to_dict()))
         return EXIT_OK if result.prefix_exact else EXIT_DIVERGED

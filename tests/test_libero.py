@@ -40,6 +40,12 @@ def test_libero_episode_replays_bit_for_bit(tmp_path):
     layout = [c.name for c in rec.state_layout]
     written = {name for i, name in enumerate(layout) if (rec.columns["start_mask"].astype(np.int64) >> i & 1).any()}
     assert written == {"ctrl"}
+    # From the file alone, in a process where neither LIBERO nor robosuite can be imported.
+    from test_replay_from_file import replayed_without
+
+    [from_file] = replayed_without(["libero", "robosuite"], tmp_path)
+    assert from_file["exact"], from_file
+    assert any("replayed on the model stored with the recording" in note for note in from_file["notes"])
 
 
 def test_audit_init_finds_libero_10_objects_starting_in_the_floor():

@@ -104,7 +104,7 @@ def test_replay_with_env_fn_and_unseeded_reset(record_dir):
 
 def test_replay_refuses_a_different_model(record_dir):
     rec = record(ENVS["Pusher-v5"], record_dir, steps=5)
-    result = replay(rec, env_fn=lambda: gym.make("Ant-v5"))
+    result = replay(rec, env_fn=lambda: gym.make("Ant-v5"))  # the user's env, as asked
     assert not result.exact
     assert result.divergence.quantity == "model"
 

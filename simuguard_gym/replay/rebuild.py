@@ -6,6 +6,11 @@ registered Gymnasium id with the recorded keyword arguments. Code the file names
 by) is used only where the user allows it: their own ``env_fn``, ``trust=True`` (``--trust``: the
 recording is ``trusted``), or the file signed with their key, as the recordings they made
 themselves are (:mod:`simuguard_gym.recording.trust`).
+
+A MuJoCo recording also names the compiled model it was made on, stored beside it
+(:mod:`simuguard_gym.recording.model_store`): where the env cannot be built here (its benchmark not
+installed, its code refused) or the user asks for it (``from_file``), the replay runs on that
+model alone, which needs no code from anyone.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from simuguard_gym.attach import AttachedEnv, as_gymnasium, build_from_factory
+from simuguard_gym.recording.model_store import model_file_entry, read_model_file
+from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.recording.trust import refusal, signed_by_user
 
@@ -35,12 +42,51 @@ def recording_of(recording: Recording | str | os.PathLike[str], trust: bool = Fa
     return dataclasses.replace(rec, trusted=True) if trust and not rec.trusted else rec
 
 
-def build_env(rec: Recording, env_fn: Callable[[], Any] | None = None) -> gym.Env:
+def build_env(rec: Recording, env_fn: Callable[[], Any] | None = None, *, from_file: bool = False,
+              notes: list[str] | None = None) -> gym.Env:
     """The env to replay ``rec`` in: ``env_fn()`` (a benchmark's own env object is seen as a
     Gymnasium env), else the recorded env id with the recorded kwargs; the code the file names
     only where the user vouches for it (``rec.trusted``) or it is signed by them. Anything that
     cannot be built is a ValueError that says why (an
-    :class:`~simuguard_gym.recording.trust.UntrustedRecordingError` for code refused)."""
+    :class:`~simuguard_gym.recording.trust.UntrustedRecordingError` for code refused).
+
+    With no ``env_fn``, a recording that names a stored model is replayed on it
+    (:func:`stored_scene`) where the env cannot be built, and with ``from_file`` always; ``notes``
+    gets a line saying so."""
+    if from_file:
+        return stored_scene(rec)
+    try:
+        return _built_env(rec, env_fn)
+    except (ValueError, ImportError, gym.error.Error) as error:
+        if env_fn is not None or model_file_entry(rec.header) is None:
+            raise
+        try:
+            scene = stored_scene(rec)
+        except ValueError:  # the model is not beside the file (a recording sent alone): why the env is not built
+            raise error from None
+        if notes is not None:
+            notes.append(f"the env could not be built here ({type(error).__name__}: {error}); replayed on the "
+                         "model stored with the recording")
+        return scene
+
+
+def stored_scene(rec: Recording) -> gym.Env:
+    """The MuJoCo model ``rec`` names in its model store, as a scene to replay in
+    (:class:`~simuguard_gym.engines.mujoco_stored.StoredScene`); a ValueError where it names none
+    or it cannot be loaded here (another MuJoCo version is named)."""
+    entry = model_file_entry(rec.header)
+    if entry is None or rec.path is None:
+        why = rec.header.get("model_file_skipped") or "it was made without a model store"
+        raise RecordingError(f"{rec.path}: the recording carries no model to replay from ({why})")
+    from simuguard_gym.engines.mujoco_stored import StoredScene
+
+    try:
+        return StoredScene(read_model_file(rec.path, entry), entry["fingerprint"], rec.header.get("engine_version"))
+    except RecordingError as error:
+        raise RecordingError(f"{rec.path}: {error}") from None
+
+
+def _built_env(rec: Recording, env_fn: Callable[[], Any] | None) -> gym.Env:
     env_info = _env_info(rec.header)
     allowed = rec.trusted or signed_by_user(rec.header)
     if env_fn is None:

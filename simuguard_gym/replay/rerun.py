@@ -37,6 +37,7 @@ from simuguard_gym.physics.parameters import ParameterValue, changes_between
 from simuguard_gym.recording.reader import Recording
 from simuguard_gym.replay.interventions import Intervention
 from simuguard_gym.replay.isolation import isolated
+from simuguard_gym.engines.mujoco_stored import StoredScene
 from simuguard_gym.replay.rebuild import build_env, recording_of
 from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, prepare
 
@@ -89,7 +90,7 @@ class RerunResult:
 def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervention | str, *,
           switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
           success_fn: Callable[[gym.Env], bool] | None = None, adapter: PhysicsAdapter | None = None,
-          mode: str = "auto", trust: bool = False) -> RerunResult:
+          mode: str = "auto", trust: bool = False, from_file: bool = False) -> RerunResult:
     """Rerun a recorded episode with ``intervention`` from ``switch`` on.
 
     ``switch="before_onset"`` switches ``lead`` seconds before the onset of the episode's first
@@ -98,7 +99,9 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
     ``success_fn(env)`` replaces the env's own outcome. An intervention that would leave every
     value as it is raises ``ValueError`` naming the current value. The env is rebuilt as
     :func:`~simuguard_gym.replay.replay` rebuilds it (``env_fn``, ``trust``), in a child process
-    where the file is not signed by this user.
+    where the file is not signed by this user. With ``from_file``, or where the env cannot be
+    built here, a MuJoCo recording reruns on the model stored with it, driven by its substeps
+    (its outcome then needs ``success_fn``).
 
     >>> from simuguard_gym.replay import rerun
     >>> result = rerun("episode_000000.msgpack", "depenetration=1.0")   # doctest: +SKIP
@@ -125,7 +128,7 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
         at = max(0, int(event["onset_substep"]) - int(round(lead / rec.substep_dt)))
     else:
         at = 0
-    chosen = _mode_for(rec, mode, success_fn)
+    chosen = "substeps" if from_file and mode == "auto" else _mode_for(rec, mode, success_fn)
     if chosen == "actions" and rec.actions is None:
         raise ValueError("the recording keeps no actions to step the env with"
                          f" ({(rec.footer or {}).get('actions_missing') or 'none recorded'}); use mode='substeps'")
@@ -134,7 +137,9 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
                          simulation_parameter=change.simulation_parameter, mode=chosen)
 
     def work() -> RerunResult:
-        env = build_env(rec, env_fn)
+        env = build_env(rec, env_fn, from_file=from_file, notes=result.notes)
+        if isinstance(env, StoredScene) and result.mode == "actions":
+            result.mode = "substeps"  # the stored model has no env code to take actions
         try:
             _rerun_in(env, rec, change, at, artifacts, success_fn, adapter, result)
         finally:

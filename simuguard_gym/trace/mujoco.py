@@ -18,15 +18,25 @@ NO_PENETRATION = "no penetration reported"
 
 
 def model_of(rec: Recording, env_fn: Callable[[], Any] | None = None) -> Any:
-    """The recording's MuJoCo model: its stored MJB, else the env rebuilt (by ``env_fn()`` where
+    """The recording's MuJoCo model: the model stored with it, with the episode's recorded model
+    changes written (where no ``env_fn`` is given), else the env rebuilt (by ``env_fn()`` where
     given, as a replay rebuilds it) and reset with the recorded seed (what a replay starts from)."""
-    from simuguard_gym.engines.mujoco_geometry import model_from_bytes
-
-    if rec.header.get("model_mjb"):
-        return model_from_bytes(rec.header["model_mjb"])
     from simuguard_gym.engines import adapter_for
-    from simuguard_gym.replay.rebuild import build_env
+    from simuguard_gym.engines.mujoco import MujocoAdapter
+    from simuguard_gym.engines.mujoco_geometry import model_from_bytes
+    from simuguard_gym.recording.model_store import model_file_entry
+    from simuguard_gym.replay.rebuild import build_env, stored_scene
+    from simuguard_gym.replay.replay import Prepared, prepare
 
+    if env_fn is None and model_file_entry(rec.header) is not None:
+        try:
+            prepared = prepare(stored_scene(rec), rec, None, [])
+        except ValueError:  # not beside the file, or another MuJoCo version: the env rebuilt, as without one
+            prepared = None
+        if isinstance(prepared, Prepared) and isinstance(prepared.adapter, MujocoAdapter):
+            return prepared.adapter.model
+    if rec.header.get("model_mjb"):  # files from before the model store kept the MJB in the header
+        return model_from_bytes(rec.header["model_mjb"])
     env = build_env(rec, env_fn)
     try:
         env.reset(seed=rec.header.get("seed"), options=rec.header.get("options"))
