@@ -191,6 +191,14 @@ def prepare(env: gym.Env, rec: Recording, adapter: PhysicsAdapter | None, notes:
     header = rec.header
     if rec.errors:
         notes.append(f"the recording holds {len(rec.errors)} hook error(s)")
+    if adapter is None:
+        # Found before the reset where the env has its scene already, as the recorder found it:
+        # the recorded model changes are relative to the model as the env was built, and a reset
+        # may build another (robosuite's hard reset redraws TwoArmHandover's hammer).
+        try:
+            adapter = adapter_for(env)
+        except TypeError:  # a scene made at the first reset (RoboTwin's tasks)
+            pass
     env.reset(seed=header.get("seed"), options=header.get("options"))
     adapter = adapter_for(env, adapter)
     adapter.refresh()
