@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +46,28 @@ class NativeEnv(Protocol):
     def reset(self) -> Any: ...
 
     def step(self, action: Any) -> tuple[Any, float, bool, dict[str, Any]]: ...
+
+
+@runtime_checkable
+class TimeStep(Protocol):
+    """What a dm_env environment (dm_control's ``suite.load``, ``composer.Environment``) returns
+    from ``reset`` and ``step``: ``(step_type, reward, discount, observation)`` and ``last()``."""
+
+    step_type: Any
+    reward: Any
+    discount: Any
+    observation: Any
+
+    def last(self) -> bool: ...
+
+
+@runtime_checkable
+class BoundedSpec(Protocol):
+    """dm_env's ``BoundedArray``: what dm_control's ``action_spec()`` returns."""
+
+    shape: tuple[int, ...]
+    minimum: Any
+    maximum: Any
 
 
 class BenchmarkEnv(gym.Env):
@@ -133,6 +155,11 @@ class BenchmarkEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         returned = getattr(self.native, self.step_name)(action)
+        if isinstance(returned, TimeStep):  # dm_env: the episode ends at last(); a discount of 0 ends it for good
+            self.last_step = (returned, returned.reward, returned.last(), {})
+            info = {"discount": returned.discount}
+            last, ended = bool(returned.last()), returned.discount == 0
+            return returned, float(returned.reward or 0.0), last and bool(ended), last and not ended, info
         if isinstance(returned, tuple) and len(returned) == 4:  # robosuite, LIBERO
             obs, reward, done, native_info = returned
         else:  # a harness whose action method returns nothing or the observation (RoboTwin's take_action)
@@ -226,6 +253,8 @@ class AttachedEnv:
         obs, reward, _, _, self.last_info = self.gym.step(action)
         assert self.base.last_step is not None
         _, native_reward, done, native_info = self.base.last_step
+        if isinstance(obs, TimeStep):
+            return obs  # dm_env's TimeStep, the env's own object
         ours = self.last_info.get("simuguard")
         info = dict(native_info) if isinstance(native_info, dict) else native_info
         if ours is not None and isinstance(info, dict):
@@ -336,7 +365,14 @@ def _action_space(native: Any) -> spaces.Space:
         space = getattr(owner, "action_space", None)
         if isinstance(space, spaces.Space):
             return space
-        spec = getattr(owner, "action_spec", None)  # robosuite: (low, high)
+        spec = getattr(owner, "action_spec", None)  # robosuite: (low, high); dm_env: a method
+        if callable(spec):
+            bounded = spec()
+            if isinstance(bounded, BoundedSpec):
+                return spaces.Box(np.broadcast_to(np.asarray(bounded.minimum, np.float64), bounded.shape),
+                                  np.broadcast_to(np.asarray(bounded.maximum, np.float64), bounded.shape),
+                                  dtype=np.float64)
+            spec = bounded
         if spec is not None:
             low, high = (np.asarray(b, dtype=np.float64) for b in spec)
             return spaces.Box(low, high, dtype=np.float64)
@@ -362,7 +398,10 @@ def _observation_space(native: Any) -> spaces.Space:
 
 
 def observation_space_of(obs: Any) -> spaces.Space:
-    """A space holding ``obs``: a Dict of Boxes for a dict of arrays (images as uint8 Boxes)."""
+    """A space holding ``obs``: a Dict of Boxes for a dict of arrays (images as uint8 Boxes); a
+    dm_env TimeStep's observation's."""
+    if isinstance(obs, TimeStep):
+        return observation_space_of(obs.observation)
     if isinstance(obs, dict):
         return spaces.Dict({str(k): observation_space_of(v) for k, v in obs.items()
                             if np.asarray(v).dtype.kind in "biuf"})

@@ -72,3 +72,11 @@ class PlaceCanTask:
 
     def check_success(self) -> bool:
         return bool(self._builder._check_success())
+
+
+def dm_control_suite(domain: str = "cartpole", task: str = "swingup", time_limit: float = 1.0, seed: int = 0) -> Any:
+    """A dm_control suite task as its users load it (``suite.load``), its episodes cut to
+    ``time_limit`` seconds."""
+    from dm_control import suite
+
+    return suite.load(domain, task, task_kwargs={"random": seed, "time_limit": time_limit})

@@ -259,3 +259,52 @@ def test_hooked_substeps_between_env_steps_are_recorded_and_counted(tmp_path):
     assert info[INFO_KEY] == {"substeps": 10, "errors": []}
     rec = load_recording(env.paths[0])
     assert rec.substeps == 10 and rec.footer["env_substeps"] == 10 and rec.lost is None
+
+
+class RK4Steps(LooksUpStep):
+    """An RK4 model stepped as dm_control steps one: whole mj_step calls, then an mj_step1 alone
+    (position- and velocity-dependent fields brought up to date; no substep, though MuJoCo's step
+    counter counts it). ``split``: as a split step instead (mj_step1, ctrl, mj_step2: MuJoCo
+    integrates it with Euler), each a substep. ``bypass``: one substep through a captured mj_step."""
+
+    def __init__(self, split: bool = False, bypass: bool = False) -> None:
+        super().__init__()
+        self.model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+        self.split, self.bypass = split, bypass
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self.split:
+            for _ in range(4):
+                mujoco.mj_step1(self.model, self.data)
+                self.data.ctrl[:] = action
+                mujoco.mj_step2(self.model, self.data)
+        else:
+            self.data.ctrl[:] = action
+            mujoco.mj_step(self.model, self.data, 4)
+            mujoco.mj_step1(self.model, self.data)
+        if self.bypass:
+            original_mj_step(self.model, self.data)
+        return np.concatenate([self.data.qpos, self.data.qvel]), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole_then_step1", "split"])
+def test_an_rk4_mj_step1_is_no_substep_and_nothing_is_lost(tmp_path, split):
+    env = RecordPhysics(RK4Steps(split=split), tmp_path)
+    env.reset(seed=0)
+    for _ in range(5):
+        *_, info = env.step(np.ones(1))
+    assert info[INFO_KEY] == {"substeps": 20, "errors": []}
+    env.close()
+    rec = load_recording(env.paths[0])
+    assert rec.substeps == 20 and rec.lost is None
+    assert replay(rec, env_fn=lambda: RK4Steps(split=split)).exact
+
+
+@pytest.mark.faults
+def test_an_rk4_env_that_bypasses_the_hooks_is_still_caught(tmp_path):
+    env = RecordPhysics(RK4Steps(bypass=True), tmp_path)
+    env.reset(seed=0)
+    *_, info = env.step(np.ones(1))
+    env.close()
+    assert [e["type"] for e in info[INFO_KEY]["errors"]] == ["LostSubsteps"]
+    assert "1 of the 5 substeps the env ran this episode did not reach the hooks" in info[INFO_KEY]["errors"][0]["message"]

@@ -105,7 +105,8 @@ def test_view_falls_back_to_the_recording_without_an_env(tmp_path):
     run_random(env, 10, seed=0)
     env.close()
     rec = load_recording(env.paths[0])
-    moved = tmp_path / "unknown_env.msgpack"
+    moved = tmp_path / "sent" / "unknown_env.msgpack"  # sent alone: without the models/ beside the recordings
+    moved.parent.mkdir()
     writer = RecordingWriter(moved, {**rec.header, "env": {**rec.header["env"], "id": "nobody/NoSuchEnv-v0",
                                                            "factory": None}})
     writer.write_chunk(rec.columns, first=0, n=rec.substeps)

@@ -90,6 +90,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         #: How the env has stepped this scene under the hooks so far: "whole" (mj_step) and/or
         #: "split" (mj_step1 and mj_step2).
         self.stepping: set[str] = set()
+        self.forward_calls = 0  # mj_step1 calls that began no substep (see mujoco_hooking)
         self._bind(model, data)
         # The model as built: what an env changes in it later goes into each recording.
         self._model_arrays = mujoco_model.ModelArrays(model)
@@ -164,8 +165,13 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             self.detach()
 
     def engine_substeps(self) -> int:
-        """Substeps MuJoCo itself counted on this MjData since its last reset (``mj_step`` and
-        ``mj_step1`` calls), whoever made them: a check that every substep reached the hooks."""
+        """Substeps MuJoCo itself counted on this MjData (``mj_step`` and ``mj_step1`` calls,
+        whoever made them), less the hooked ``mj_step1`` calls that began none: a check that every
+        substep reached the hooks. Differences within an episode are what count."""
+        return self.step_counter() - self.forward_calls
+
+    def step_counter(self) -> int:
+        """MuJoCo's own step counter on this MjData since its last reset."""
         return int(self._step_timer.number)
 
     def step(self, nstep: int = 1) -> None:

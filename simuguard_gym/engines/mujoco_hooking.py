@@ -14,7 +14,8 @@ functions are put back.
 
 An env that reaches MuJoCo another way (a name imported with ``from mujoco import mj_step``
 before the hooks were installed, a C extension) is not silently lost: MuJoCo counts its substeps
-itself (``mjData.timer[mjTIMER_STEP].number``, one per ``mj_step`` or ``mj_step1``), and the
+itself (``mjData.timer[mjTIMER_STEP].number``, one per ``mj_step`` or ``mj_step1``, less the
+``mj_step1`` calls that begin no substep: under RK4, dm_control ends each step with one), and the
 wrappers compare that count with what reached the hooks at every env step.
 
 >>> import mujoco
@@ -63,6 +64,8 @@ class HookedScene(Protocol):
     data: mujoco.MjData
     hooks: SubstepHooks
     stepping: set[str]
+    #: mj_step1 calls on ``data`` that began no substep (RK4), which MuJoCo's step counter counts
+    forward_calls: int
 
 
 # id(MjData) -> a weak reference to the adapter whose hooks run around its substeps: an env
@@ -103,6 +106,9 @@ def _hooked_step(m: mujoco.MjModel, d: mujoco.MjData, nstep: int = 1) -> None:
     adapter.hooks.around("start", mj_step, m, d, n=n)
 
 
+_RK4 = int(mujoco.mjtIntegrator.mjINT_RK4)
+
+
 def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
     adapter = _adapter_of(d)
     if adapter is None:
@@ -110,10 +116,25 @@ def _hooked_step2(m: mujoco.MjModel, d: mujoco.MjData) -> None:
     # One look at the state per split substep: what was written before mj_step1 and between the
     # halves is told apart by which half reads it (MujocoAdapter.SPLIT_LATE_COMPONENTS).
     adapter.stepping.add("split")
+    if m.opt.integrator == _RK4:  # its mj_step1 began this substep after all (stepped with Euler)
+        adapter.forward_calls -= 1
     adapter.hooks.around("split", mj_step2, m, d)
 
 
-_REPLACED = {"mj_step": (mj_step, _hooked_step), "mj_step2": (mj_step2, _hooked_step2)}
+def _hooked_step1(m: mujoco.MjModel, d: mujoco.MjData) -> None:
+    mj_step1(m, d)
+    # MuJoCo's split step integrates with Euler whatever the model's integrator, so an env of an
+    # RK4 model calls mj_step1 alone to bring position- and velocity-dependent fields up to date
+    # (dm_control ends each step so): it begins no substep, though MuJoCo's step counter counts
+    # it, unless an mj_step2 follows (then it was the substep's first half).
+    if m.opt.integrator == _RK4:
+        adapter = _adapter_of(d)
+        if adapter is not None:
+            adapter.forward_calls += 1
+
+
+_REPLACED = {"mj_step": (mj_step, _hooked_step), "mj_step1": (mj_step1, _hooked_step1),
+             "mj_step2": (mj_step2, _hooked_step2)}
 
 
 def attach(adapter: HookedScene) -> None:

@@ -186,7 +186,7 @@ class MujocoScreen:
         a["last_touch"][:] = -(1 << 40)
         a["touching"][:] = 0
         for name, value in {
-                "base": int(adapter.engine_substeps()), "current": -1, "current_time": 0.0, "seen": 0, "moved": 0,
+                "base": adapter.step_counter(), "current": -1, "current_time": 0.0, "seen": 0, "moved": 0,
                 "min_speed": config.min_speed, "dv_min": config.velocity_change_per_substep(dt), "ratio": config.carrier_ratio,
                 "max_speed": config.max_speed, "max_penetration": config.max_penetration,
                 "w_contact": config.substeps(config.contact_window, dt), "w_carrier": config.substeps(config.carrier_window, dt),
