@@ -116,12 +116,18 @@ def _section(family, rows, seconds: float) -> str:
 
 
 def _page(old: str, sections: dict[str, str]) -> str:
-    kept = {m.group(1): m.group(0) for m in re.finditer(r"(?s)<!-- family: (.+?) -->.*?<!-- end: \1 -->", old)}
+    """The page with ``sections`` measured anew, the others kept; the notes written below a
+    family's section (up to the next one) stay below it."""
+    found = re.finditer(r"(?s)<!-- family: (.+?) -->.*?<!-- end: \1 -->(.*?)(?=<!-- family: |\Z)", old)
+    kept, notes = {}, {}
+    for m in found:
+        kept[m.group(1)] = m.group(0)[:len(m.group(0)) - len(m.group(2))]
+        notes[m.group(1)] = m.group(2).strip()
     kept.update(sections)
     from families import FAMILIES
 
     order = [f.name for f in FAMILIES]
-    body = [kept[name] for name in order if name in kept]
+    body = [kept[name] + (f"\n\n{notes[name]}" if notes.get(name) else "") for name in order if name in kept]
     return HEAD + "\n" + "\n\n".join(body) + "\n"
 
 

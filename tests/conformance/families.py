@@ -75,9 +75,14 @@ def _gymnasium_robotics() -> list[Case]:
 
     def per_step(i: str) -> int:
         env = gym.make(i).unwrapped
-        return env.robot_env.frame_skip if hasattr(env, "robot_env") else env.n_substeps
+        for inner in ("robot_env", "ant_env", "point_env"):  # Franka Kitchen's robot, the mazes' agents
+            if hasattr(env, inner):
+                return int(getattr(env, inner).frame_skip)
+        return int(env.frame_skip if hasattr(env, "frame_skip") else env.n_substeps)  # Adroit: MujocoEnv
 
-    ids = ["FetchPickAndPlace-v4", "FetchPush-v4", "FetchSlide-v4", "HandManipulateBlock-v1", "FrankaKitchen-v1"]
+    ids = ["FetchPickAndPlace-v4", "FetchPush-v4", "FetchSlide-v4", "HandManipulateBlock-v1", "FrankaKitchen-v1",
+           "AdroitHandDoor-v1", "AdroitHandHammer-v1", "AdroitHandPen-v1", "AdroitHandRelocate-v1",
+           "PointMaze_UMaze-v3", "AntMaze_UMaze-v5"]
     return [Case(i, lambda i=i: gym.make(i), 50, lambda i=i: per_step(i)) for i in ids]
 
 
@@ -127,12 +132,80 @@ def _maniskill() -> list[Case]:
             for t in tasks for suffix, wrap in orders.items()]
 
 
+def _dm_control() -> list[Case]:
+    import dm_control_factories as factories
+
+    def per_step(name: str) -> int:
+        native = factories.FACTORIES[name]().native
+        return int(round(native.control_timestep() / native.physics.model.opt.timestep))
+
+    return [Case(name, make, 50, lambda name=name: per_step(name),
+                 needs="attach(env, ...) (dm_env's TimeStep kept); env_fn= for replay (no registered id)")
+            for name, make in factories.FACTORIES.items()]
+
+
+def _shimmy() -> list[Case]:
+    import gymnasium as gym
+    import shimmy
+
+    gym.register_envs(shimmy)
+    ids = ["dm_control/cartpole-swingup-v0", "dm_control/manipulator-bring_ball-v0", "dm_control/quadruped-walk-v0",
+           "dm_control/walker-walk-v0"]
+
+    def per_step(i: str) -> int:
+        native = gym.make(i).unwrapped._env
+        return int(round(native.control_timestep() / native.physics.model.opt.timestep))
+
+    return [Case(i, lambda i=i: gym.make(i), 50, lambda i=i: per_step(i)) for i in ids]
+
+
+def _lerobot() -> list[Case]:
+    """LeRobot's simulated benchmarks: ALOHA (gym-aloha, on dm_control's physics, camera images as
+    observations) and the SO-101 arm (lerobot-env-so101), each where installed."""
+    import gymnasium as gym
+
+    cases = []
+    if importlib.util.find_spec("gym_aloha") is not None:
+        import gym_aloha  # noqa: F401 - registers gym_aloha/...
+
+        def aloha_per_step(i: str) -> int:
+            native = gym.make(i).unwrapped._env
+            return int(round(native.control_timestep() / native.physics.model.opt.timestep))
+
+        cases += [Case(i, lambda i=i: gym.make(i), 30, lambda i=i: aloha_per_step(i))
+                  for i in ("gym_aloha/AlohaInsertion-v0", "gym_aloha/AlohaTransferCube-v0")]
+    if importlib.util.find_spec("lerobot_env_so101") is not None:
+        import lerobot_env_so101  # noqa: F401 - registers lerobot_env_so101/...
+
+        cases += [Case(i, lambda i=i: gym.make(i), 30, lambda i=i: int(gym.make(i).unwrapped._n_substeps))
+                  for i in ("lerobot_env_so101/SO101PickCube-v0", "lerobot_env_so101/SO101PickPlace-v0")]
+    return cases
+
+
+#: MyoSuite's tasks with a free object or a body on the floor (the others are a hand or an arm alone).
+MYOSUITE_TASKS = ["myoHandObjHoldRandom-v0", "myoHandReorient8-v0", "myoChallengeDieReorientP1-v0",
+                  "myoChallengeRelocateP1-v0", "myoChallengeBaodingP1-v1", "myoLegWalk-v0"]
+
+
+def _myosuite() -> list[Case]:
+    import gymnasium as gym
+    import myosuite  # noqa: F401 - registers its ids
+
+    return [Case(i, lambda i=i: gym.make(i), 30, lambda i=i: int(gym.make(i).unwrapped.frame_skip))
+            for i in MYOSUITE_TASKS]
+
+
 FAMILIES = [
     Family("Gymnasium MuJoCo v5", ("gymnasium", "mujoco"), ("gymnasium",), _gymnasium),
     Family("Meta-World v3 (scripted experts)", ("metaworld", "mujoco"), ("metaworld",), _metaworld),
     Family("Gymnasium-Robotics", ("gymnasium-robotics", "mujoco"), ("gymnasium_robotics",), _gymnasium_robotics),
     Family("robosuite (GymWrapper)", ("robosuite", "mujoco"), ("robosuite",), _robosuite),
     Family("ManiSkill3 (physx_cpu)", ("mani-skill", "sapien"), ("mani_skill",), _maniskill),
+    Family("dm_control (suite.load)", ("dm-control", "mujoco"), ("dm_control",), _dm_control),
+    Family("dm_control via Shimmy", ("shimmy", "dm-control", "mujoco"), ("shimmy", "dm_control"), _shimmy),
+    Family("LeRobot sim (ALOHA, SO-101)", ("gym-aloha", "lerobot-env-so101", "dm-control", "mujoco"), ("gym_aloha",),
+           _lerobot),
+    Family("MyoSuite", ("myosuite", "mujoco"), ("myosuite",), _myosuite),
 ]
 
 
