@@ -5,6 +5,7 @@ rebuilt with another model, or the user asks (``--from-file``)."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -177,3 +178,11 @@ def test_models_never_go_through_a_link(tmp_path):
     for path in paths:  # recorded all the same, the reason in the header
         header = load_recording(path).header
         assert "model_file" not in header and "not a directory" in header["model_file_skipped"]
+
+
+def test_rerun_from_the_file(tmp_path, capsys):
+    path = record_episodes(gym.make("Pusher-v5"), tmp_path, 1)[0]
+    assert main(["rerun", str(path), "--intervention", "timeconst=0.1", "--switch", "start", "--from-file",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["prefix_exact"] and result["mode"] == "substeps" and result["substeps"] == 200

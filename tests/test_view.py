@@ -113,6 +113,9 @@ def test_view_falls_back_to_the_recording_without_an_env(tmp_path):
     writer.close({k: v for k, v in rec.footer.items() if k not in ("chunks", "substeps", "sha256")})
     export = export_rrd(moved, tmp_path / "fallback.rrd")
     assert not export.replayed and "nobody" in export.note
+    beside = tmp_path / "unknown_env.msgpack"  # beside the models/ its recorder stored: replayed on the stored model
+    beside.write_bytes(moved.read_bytes())
+    assert export_rrd(beside, tmp_path / "stored.rrd").replayed
     entities = _read(export.path)
     assert "/world/tracked/can" in entities and not _kinds(entities)
     assert export_rrd(env.paths[0], tmp_path / "plain.rrd", replayed=False).replayed is False
