@@ -98,8 +98,9 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
 
     A MuJoCo recording names the compiled model it was made on (the model store beside it): with
     ``from_file=True``, or (no ``env_fn`` given) where the env cannot be built here or builds
-    another model, the replay runs on that model alone (no benchmark needed; the same MuJoCo version), and its notes say so.
-    The env's success is then not read (``success`` None): it needs the env's code.
+    another model, the replay runs on that model alone (no benchmark needed; the same MuJoCo
+    version), and its notes say so. The env's success is then not read (``success`` None): it
+    needs the env's code.
 
     >>> from simuguard_gym import replay
     >>> result = replay("episode_000000.msgpack")   # doctest: +SKIP
