@@ -33,7 +33,9 @@ def record_episodes(env: gym.Env, directory: Path, episodes: int, steps: int = 4
     for episode in range(episodes):
         recorder.reset(seed=episode)
         for _ in range(steps):
-            recorder.step(recorder.action_space.sample())
+            *_, terminated, truncated, _ = recorder.step(recorder.action_space.sample())
+            if terminated or truncated:  # the Ant falls
+                break
     recorder.close()
     return list(recorder.paths)
 
