@@ -413,10 +413,6 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         mujoco.mj_setConst(self.model, self.data)
         return list(changes), []
 
-    def model_bytes(self) -> bytes:
-        """The compiled model as MJB (can be large: meshes and textures)."""
-        return _mjb(self.model)
-
     def model_to_store(self, held: Callable[[str], bool]) -> tuple[str, bytes | None]:
         """The model a recording of this episode references in a model store, by fingerprint, and
         its MJB where ``held(fingerprint)`` is False: the model as the adapter first saw it (what

@@ -227,9 +227,6 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
                                   np.float64).tobytes())
         return h.hexdigest()
 
-    def model_bytes(self) -> bytes:
-        return b""  # a SAPIEN scene has no serialised form; the env rebuilds it from its spec
-
     def collision_shapes(self) -> list[Any]:
         """SAPIEN's collision shape of each piece id (the ids contacts and recordings use)."""
         return list(self._shapes)

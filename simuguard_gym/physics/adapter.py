@@ -105,8 +105,6 @@ class PhysicsAdapter(Protocol):
 
     def state_fingerprint(self, state: np.ndarray | bytes) -> int: ...
 
-    def model_bytes(self) -> bytes: ...
-
     def set_body_table(self, table: BodyTable) -> None:
         """Use ``table`` (roles from a TaskSpec or a recording) to choose the tracked bodies."""
 

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from simuguard_gym.engines.base import adapter_for
+from simuguard_gym.engines.mujoco_stored import StoredScene
 from simuguard_gym.physics.adapter import PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.recording.format import CONTACT_COLUMNS, SUBSTEP_COLUMNS, RecordingError, decode_array
@@ -120,9 +121,10 @@ def replay(recording: Recording | str | os.PathLike[str], env_fn: Callable[[], g
     def work() -> ReplayResult:
         notes: list[str] = []
         env = build_env(rec, env_fn, from_file=from_file, notes=notes)
+        rebuilt = not isinstance(env, StoredScene)
         result = replay_on(env, adapter)
         found = result.divergence
-        if (found is not None and found.quantity == "model" and env_fn is None and not from_file and not notes
+        if (rebuilt and env_fn is None and found is not None and found.quantity == "model"
                 and model_file_entry(rec.header) is not None):
             notes.append(f"the rebuilt env's model differs from the recorded one ({found.detail}); replayed on the "
                          "model stored with the recording")

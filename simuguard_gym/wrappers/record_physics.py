@@ -96,7 +96,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._errors: list[dict[str, Any]] = []
         #: What the current recording lost of its episode first (the footer's ``incomplete``).
         self._loss: dict[str, Any] | None = None
-        self._errors_after_end = False  # a step after the episode's end was reported
+        self._said_steps_after_end = False  # a step after the episode's end was reported
         self._audit = SubstepAudit(self.adapter, seen=lambda: self.recorder.substep)
         self._steps = 0
         # the episode's rewards summed (an env without a success signal is scored by it)
@@ -131,7 +131,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         ending = self._errors[known:]  # what failed ending the last episode is reported here
         obs, info = self.env.reset(seed=seed, options=options)
         self._errors, self._steps, self._step_ends, self._loss, self._return = [], 0, [], None, 0.0
-        self._errors_after_end = False
+        self._said_steps_after_end = False
         self._last_success = (None, None)
         self._actions = ActionLog()
         if guarded(self._on_hook_error, "reset", lambda: self._begin(seed, options), default=False) is False:
@@ -156,8 +156,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _after_step(self, recording: bool, action: Any, reward: SupportsFloat, info: dict[str, Any],
                     terminated: bool, truncated: bool) -> dict[str, Any]:
         if not recording:
-            if self._steps and not self._errors_after_end:  # once per episode: the env went on past its end
-                self._errors_after_end = True
+            if self._steps and not self._said_steps_after_end:  # once per episode: the env went on past its end
+                self._said_steps_after_end = True
                 error = HookError(self._step_ends[-1] if self._step_ends else 0, "step", "StepsAfterEnd",
                                   f"the env was stepped after its episode ended (terminated or truncated) at step "
                                   f"{self._steps} without a reset: what it ran since is in no recording, and the "
