@@ -156,10 +156,10 @@ class BenchmarkEnv(gym.Env):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         returned = getattr(self.native, self.step_name)(action)
         if isinstance(returned, TimeStep):  # dm_env: the episode ends at last(); a discount of 0 ends it for good
-            self.last_step = (returned, returned.reward, returned.last(), {})
-            info = {"discount": returned.discount}
-            last, ended = bool(returned.last()), returned.discount == 0
-            return returned, float(returned.reward or 0.0), last and bool(ended), last and not ended, info
+            last, ended = bool(returned.last()), bool(returned.discount == 0)
+            self.last_step = (returned, returned.reward, last, {})
+            return returned, float(returned.reward or 0.0), last and ended, last and not ended, \
+                {"discount": returned.discount}
         if isinstance(returned, tuple) and len(returned) == 4:  # robosuite, LIBERO
             obs, reward, done, native_info = returned
         else:  # a harness whose action method returns nothing or the observation (RoboTwin's take_action)

@@ -82,12 +82,5 @@ def geom_distance(model: mujoco.MjModel, geoms: tuple[int, int], body_poses: dic
 
 
 def model_from_bytes(mjb: bytes) -> mujoco.MjModel:
-    """A model from the MJB bytes a recording stored (``RecordPhysics(store_model=True)``)."""
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "model.mjb")
-        with open(path, "wb") as file:
-            file.write(mjb)
-        return mujoco.MjModel.from_binary_path(path)
+    """A model from MJB bytes (a recording's stored model), loaded from memory."""
+    return mujoco.MjModel.from_binary_path("model.mjb", {"model.mjb": mjb})

@@ -30,7 +30,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from simuguard_gym.engines import mujoco_model
+from simuguard_gym.engines import mujoco_geometry, mujoco_model
 from simuguard_gym.recording.format import RecordingError
 
 
@@ -52,7 +52,7 @@ class StoredScene(gym.Env):  # type: ignore[type-arg]
                                  f"version loads it; this is MuJoCo {mujoco.__version__} (install "
                                  f"mujoco=={recorded_version} to replay it from the file)")
         try:
-            self.model = mujoco.MjModel.from_binary_path("model.mjb", {"model.mjb": mjb})
+            self.model = mujoco_geometry.model_from_bytes(mjb)
         except ValueError as error:
             raise RecordingError(f"the recording's stored model does not load: {error}") from None
         found = mujoco_model.fingerprint(self.model)
