@@ -187,6 +187,15 @@ def stopping_on_signals() -> Iterator[None]:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:
+        # C code that calls back into Python (matplotlib's Agg writing the report's figures) turns
+        # the KeyboardInterrupt raised inside it into an error of its own ("Invalid bounding box"):
+        # after a stop, that error is the stop.
+        if _stopped_by:
+            raise KeyboardInterrupt(f"stopped by {_stopped_by[0]}") from error
+        raise
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

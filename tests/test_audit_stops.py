@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from simuguard_gym import load_recording
+from simuguard_gym.audit import stopping_on_signals
 from simuguard_gym.cli import main
 
 ENV = ["--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--env-kwargs", '{"pad_kp": 800, "pad_timeconst": 0.02}',
@@ -120,6 +121,19 @@ def test_a_stopped_audit_resumes_to_the_scores_of_an_uninterrupted_one(uninterru
     assert outcomes(out) == outcomes(uninterrupted)
     assert scores(out) == scores(uninterrupted)
     assert not list(out.glob("*.partial"))
+
+
+def test_an_error_a_stop_caused_inside_c_code_is_the_stop():
+    """C code that calls back into Python (matplotlib's Agg) turns the KeyboardInterrupt raised in
+    it into an error of its own: after a stop signal, the run ends as stopped, not as that error."""
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"), stopping_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        except KeyboardInterrupt:
+            raise ValueError("Invalid bounding box") from None
+    with pytest.raises(ValueError, match="bad input"), stopping_on_signals():
+        raise ValueError("bad input")  # no stop came: an error stays the error
 
 
 def test_a_second_audit_on_the_same_directory_is_refused(tmp_path, capsys):
