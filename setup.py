@@ -11,6 +11,9 @@ setup(
         # MuJoCo's control callback as a substep screen (engines/mujoco_screen.py); optional likewise:
         # without it the monitor runs its Python hooks around each substep.
         Extension("_simuguard_mujoco_screen", ["simuguard_gym/engines/_mujoco_screen.c"], optional=True),
+        # MuJoCo's kinematics of a chunk of recorded states in one call (engines/mujoco_kinematics.py);
+        # optional likewise: without it the decode loops in Python.
+        Extension("_simuguard_mujoco_kinematics", ["simuguard_gym/engines/_mujoco_kinematics.c"], optional=True),
         # SAPIEN's PhysX contacts and state read in one call each (engines/sapien_contacts.py,
         # engines/sapien.py); optional likewise.
         Extension("_simuguard_physx_capture", ["simuguard_gym/engines/_physx_capture.c"], optional=True),

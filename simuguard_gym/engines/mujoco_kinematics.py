@@ -4,6 +4,12 @@ MjData), a cheap bound of their speeds, and the stage box around the robot and t
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import logging
+import os
+from typing import Any
+
 import mujoco
 import numpy as np
 
@@ -11,6 +17,48 @@ from simuguard_gym.physics.state import SpeedBound, StateRows
 from simuguard_gym.physics.vector_math import cross, quat_to_mat
 
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+logger = logging.getLogger(__name__)
+
+
+def _libmujoco_functions() -> tuple[int, ...] | None:
+    """The addresses of mj_stateSize, mj_setState, mj_kinematics, mj_comPos and mj_comVel in the libmujoco the
+    bindings loaded (found in this process's maps first: the very library, never another copy),
+    or None where it cannot be found."""
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            found = {line.split()[-1] for line in maps if "/libmujoco.so" in line}
+    except OSError:
+        pass
+    paths = sorted(p for p in found if os.path.isfile(p)) or sorted(
+        glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "libmujoco.so*")))
+    if len(paths) != 1:
+        return None
+    try:
+        library = ctypes.CDLL(paths[0])
+        return tuple(ctypes.cast(getattr(library, name), ctypes.c_void_p).value or 0
+                     for name in ("mj_stateSize", "mj_setState", "mj_kinematics", "mj_comPos", "mj_comVel"))
+    except (OSError, AttributeError):
+        return None
+
+
+def _load_native() -> tuple[Any, tuple[int, ...]] | None:
+    """The C loop of :meth:`MujocoKinematics._kinematics` (setup.py builds it where it can), with
+    the functions it calls; None where either is missing or ``SIMUGUARD_NATIVE=0``."""
+    if os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+        return None
+    try:
+        import _simuguard_mujoco_kinematics as extension
+    except ImportError:
+        return None
+    functions = _libmujoco_functions()
+    if functions is None or not all(functions):
+        logger.info("simuguard: libmujoco's functions not found; kinematics decoded in Python")
+        return None
+    return extension.kinematics, functions
+
+
+_NATIVE = _load_native()
 
 
 def free_body_motion(q: np.ndarray, v: np.ndarray, ipos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,6 +206,12 @@ class MujocoKinematics:
         # The substep loop holds only C calls and whole-array copies; gathers run vectorised after.
         xpos, xquat = np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 4))
         cvel, xipos, com = np.empty((n, m.nbody, 6)), np.empty((n, m.nbody, 3)), np.empty((n, m.nbody, 3))
+        if _NATIVE is not None and n and states.ndim == 2 and states.shape[1] == mujoco.mj_stateSize(m, _INTEGRATION):
+            loop, functions = _NATIVE
+            arrays = (scratch.xpos, scratch.xquat, scratch.cvel, scratch.xipos, scratch.subtree_com)
+            loop(functions, m._address, scratch._address, _INTEGRATION, np.ascontiguousarray(states, np.float64),
+                 tuple((a.ctypes.data, a.size) for a in arrays), (xpos, xquat, cvel, xipos, com))
+            return xpos, xquat, cvel, xipos, com
         for k in range(n):
             mujoco.mj_setState(m, scratch, states[k], _INTEGRATION)
             mujoco.mj_kinematics(m, scratch)
