@@ -75,16 +75,23 @@ class MujocoContacts:
         location is checked against the field views once per batch. Where MuJoCo's struct layout
         checks out, the contact counters and the force pointer are read through views as well.
         """
-        con = self.data.contact
-        base = con.dist.__array_interface__["data"][0]
-        stride = con.dist.strides[0]
-        if stride != self._contact_stride:
-            raise RuntimeError(f"mjContact records are {stride} bytes apart here, {self._contact_stride} in a "
-                               "scratch scene of the same MuJoCo")
-        self._arena_base = base
         fields = live_fields(self.data)
-        if fields is not None and fields.arena_address != base:
-            fields = None
+        if self.data.ncon:
+            con = self.data.contact
+            base = con.dist.__array_interface__["data"][0]
+            stride = con.dist.strides[0]
+            if stride != self._contact_stride:
+                raise RuntimeError(f"mjContact records are {stride} bytes apart here, {self._contact_stride} in a "
+                                   "scratch scene of the same MuJoCo")
+            if fields is not None and fields.arena_address != base:
+                fields = None
+        elif fields is not None and fields.arena_address:
+            # No contact yet (a scene that may never have one): the checked layout says where they
+            # will start; the first contact's own address is compared at the next binding.
+            base = fields.arena_address
+        else:
+            return
+        self._arena_base = base
         # With the layout checked and the contacts starting the arena, the view covers all of it
         # (the constraint forces live there too); otherwise only whole contact records.
         size = int(self.data.narena) if fields is not None else max(int(self.model.narena) // stride, 1) * stride
@@ -94,9 +101,8 @@ class MujocoContacts:
     def copy_sources(self) -> CopySources | None:
         """Where a substep's contacts are for the C copy: the contact count and the records at
         the start of the arena, ``nefc`` and the ``efc_force`` pointer (the same bytes
-        :meth:`capture_contacts` copies). None until MuJoCo's struct layout is located and
-        checked (on the first contact: an empty contact array reports no stride)."""
-        if self._arena is None and self.data.ncon:
+        :meth:`capture_contacts` copies). None where MuJoCo's struct layout does not check out."""
+        if self._arena is None:
             self._locate_contacts()
         elif self._arena is not None:
             self._check_contact_location()
