@@ -98,6 +98,9 @@ class SubstepRecorder(NativeFillMixin):
         self._active = False
         self._chunk_first = self._row = 0
         self.errors: list[HookError] = []
+        # The write encoder of the last episode, kept while its rows and layout are the same.
+        self._writes: WriteEncoder | None = None
+        self._writes_for: tuple[list[Any], frozenset[str]] | None = None
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         # The per-substep copies in C where the extension is built (capture/native.py) and the
         # engine says where its memory is: the hooks then call the C object's copies directly.
@@ -115,7 +118,11 @@ class SubstepRecorder(NativeFillMixin):
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
         self._rows = a.state_rows()
-        self._writes = WriteEncoder(layout, a.split_late_components(), self._rows)
+        late = a.split_late_components()
+        if self._writes is None or self._writes.rows is not self._rows or self._writes_for != (layout, late):
+            self._writes = WriteEncoder(layout, late, self._rows)
+            self._writes_for = (layout, late)
+        self._writes.restart()
         self.tracked = a.body_table().tracked
         cap = self.chunk_substeps
         first = self._rows.allocate(1)

@@ -50,6 +50,10 @@ class WriteEncoder:
         self.run: tuple[int, int, bool] | None = None  # (first, last component, split) stored last
         self._columns: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
+    def restart(self) -> None:
+        """A new episode: no run stored yet (the layout's tables are kept)."""
+        self.run = None
+
     def columns(self, before: np.ndarray, after: np.ndarray, prev: np.ndarray, phase: np.ndarray
                 ) -> tuple[np.ndarray, ...]:
         """``split``, ``start_mask``, ``mid_mask``, ``start_values``, ``mid_values`` of a chunk from

@@ -117,6 +117,8 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             bit <<= 1
         self._layout = layout
         self.state_size = offset
+        # The rows of this MjData's state, by decoding_only: its buffer never moves while it lives.
+        self._state_rows: dict[bool, StateRows] = {}
         self._geom_body = model.geom_bodyid.astype(np.int64)
         # Where each free body's qpos and qvel sit in the integration state (-1: not a free body).
         self._free_qpos = np.full(model.nbody, -1, np.int64)
@@ -444,9 +446,12 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         filled by ``mj_getState``. ``decoding_only``: rows of the components that decoding reads
         (``DECODE_COMPONENTS``; the others read as 0), a sixth of Lift's 2 KB: robosuite's own step
         slows less by what smaller copies read and write."""
-        rows = state_rows_of(self.model, self.data, self._layout,
-                                  self.DECODE_COMPONENTS if decoding_only else None)
-        return rows if rows is not None else StateRows(self.read_state, self.state_size)
+        rows = self._state_rows.get(decoding_only)
+        if rows is None:
+            found = state_rows_of(self.model, self.data, self._layout, self.DECODE_COMPONENTS if decoding_only else None)
+            rows = self._state_rows[decoding_only] = found if found is not None else StateRows(self.read_state,
+                                                                                              self.state_size)
+        return rows
 
     def write_state(self, state: np.ndarray) -> None:
         mujoco.mj_setState(self.model, self.data, state, _INTEGRATION)

@@ -105,14 +105,17 @@ class ModelArrays:
         _, arrays, options = self._listed
         reference = self._reference_bytes
         out = [name for name, value in arrays if value.tobytes() != reference.get(name)]
+        opt = model.opt  # a new wrapper at every access
         for name in options:
-            if np.asarray(getattr(model.opt, name[4:])).tobytes() != reference.get(name):
+            if np.asarray(getattr(opt, name[4:])).tobytes() != reference.get(name):
                 out.append(name)
         return out
 
     def record(self, model: mujoco.MjModel) -> tuple[str, dict[str, dict[str, np.ndarray]], dict[str, int]]:
         """``(fingerprint, changes, digests)`` of ``model`` (see each) from one comparison pass."""
         differing = self.differing(model)
+        if not differing:  # the model as built (most envs, every episode): its fingerprint is known
+            return self._base_fingerprint, self._changes(model, differing), dict(self._digests)
         digests = self._digests_after(model, differing)
         return digest_fingerprint(digests), self._changes(model, differing), digests
 
