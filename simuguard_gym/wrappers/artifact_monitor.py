@@ -116,6 +116,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
         self._fields_now: dict[str, Any] = {}  # what info["simuguard"] says while the screen finds nothing new
+        self._nothing_found: dict[str, Any] | None = None
         self._truncate = False  # on_artifact="truncate": the screen confirmed an artifact at this step
         #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
@@ -140,24 +141,29 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         screened = self.screened
-        if screened is not None:  # the screen watched the substeps: one C call unless it marked one
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            try:
-                if terminated or truncated or screened.open or screened.poll(screened.address):
-                    self._screened_step(terminated or truncated)
-            except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-                self._on_hook_error(HookError.capture(0, "monitor.step", error))
-            now = self._fields_now
+        if screened is None:
+            return self._step_hooked(action)
+        # The screen watched the substeps: one C call unless it marked one. This path runs at
+        # every step of an RL loop, so it reads each attribute once and builds the entry directly.
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        try:
+            if terminated or truncated or screened.open or screened.poll(screened.address):
+                self._screened_step(terminated or truncated)
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            self._on_hook_error(HookError.capture(0, "monitor.step", error))
+        now, errors = self._fields_now, self._errors
+        if now is self._nothing_found and not errors:
+            fields = {"artifact": False, "events": [], "flags": [], "errors": []}
+        else:
             fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
-                      "errors": list(self._errors)}
-            if self._truncate:
-                truncated, self._truncate = True, False
-            if INFO_KEY in info:
-                return obs, reward, terminated, truncated, with_simuguard(info, **fields)
-            out = dict(info)  # the env's own dict is never changed
-            out[INFO_KEY] = fields
-            return obs, reward, terminated, truncated, out
-        return self._step_hooked(action)
+                      "errors": list(errors)}
+        if self._truncate:
+            truncated, self._truncate = True, False
+        if INFO_KEY in info:
+            return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+        out = dict(info)  # the env's own dict is never changed
+        out[INFO_KEY] = fields
+        return obs, reward, terminated, truncated, out
 
     def _step_hooked(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         active = self.tap.active
@@ -219,7 +225,13 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
             self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
         self._audit.start_episode()  # after the tap's (or the screen's) start: its count begins there
-        self._fields_now = self._fields()
+        self._set_fields_now(self._fields())
+
+    def _set_fields_now(self, fields: dict[str, Any]) -> None:
+        """What info["simuguard"] says while the screen finds nothing new; ``_nothing_found`` is
+        the same dict where it holds no event and no flag (a step then builds empty lists)."""
+        self._fields_now = fields
+        self._nothing_found = fields if not (fields["artifact"] or fields["events"] or fields["flags"]) else None
 
     def _listen(self) -> None:
         """This episode's substeps through the hooks: the tap listens from its first substep."""
@@ -263,7 +275,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             guarded(self._on_hook_error, "monitor.step", lambda: screened.update(replay_tap))
             if ended:
                 self._finish_episode()
-        self._fields_now = fields = self._fields()
+        fields = self._fields()
+        self._set_fields_now(fields)
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             self._truncate = True
         self._reported = len(fields["events"])
