@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any, Callable, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -26,7 +26,7 @@ from simuguard_gym.task_spec import TaskSpec
 from simuguard_gym.wrappers.guard import guarded
 from simuguard_gym.outcome import CHECK, success_in_info
 from simuguard_gym.recording.actions import ActionLog
-from simuguard_gym.wrappers.info_key import with_simuguard
+from simuguard_gym.wrappers.info_key import INFO_KEY, with_simuguard
 from simuguard_gym.wrappers.substep_audit import SubstepAudit
 
 logger = logging.getLogger(__name__)
@@ -141,11 +141,17 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         recording = self._writer is not None
         obs, reward, terminated, truncated, info = self.env.step(action)
-        fields = guarded(self._on_hook_error, "step",
-                         lambda: self._after_step(recording, action, reward, info, terminated, truncated),
-                         default={})
+        # guarded(), written out: this runs at every step of an RL loop
+        try:
+            fields = self._after_step(recording, action, reward, info, terminated, truncated)
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            fields = guarded(self._on_hook_error, "step", _raise(error), default={})
         fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
-        return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+        if INFO_KEY in info:
+            return obs, reward, terminated, truncated, with_simuguard(info, **fields)
+        out = dict(info)  # the env's own dict is never changed
+        out[INFO_KEY] = fields
+        return obs, reward, terminated, truncated, out
 
     def close(self) -> None:
         guarded(self._on_hook_error, "close", lambda: self._finish_cut("close"))
@@ -164,12 +170,16 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
                                   "recording holds fewer steps than the env ran")
                 self._on_hook_error(error)
             return {"substeps": self.recorder.substep if self.recorder.active else 0}
+        substep = self.recorder.substep
         self._steps += 1
         self._return = _summed(self._return, reward)
         self._actions.add(action)
-        guarded(self._on_hook_error, "substeps", self._check_substeps, substep=self.recorder.substep)
-        self._step_ends.append(self.recorder.substep)
-        fields: dict[str, Any] = {"substeps": self.recorder.substep}
+        try:
+            self._check_substeps(substep)
+        except Exception as error:  # noqa: BLE001 - never raise into the evaluation
+            guarded(self._on_hook_error, "substeps", _raise(error), substep=substep)
+        self._step_ends.append(substep)
+        fields: dict[str, Any] = {"substeps": substep}
         # A harness that ends its episodes by its own step limit resets without terminated or
         # truncated (LIBERO's evaluation): the outcome is then what its env reported last.
         self._last_success = success_in_info(info)
@@ -181,8 +191,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 fields["recording"] = str(path)
         return fields
 
-    def _check_substeps(self) -> None:
-        lost = self._audit.check()
+    def _check_substeps(self, seen: int | None = None) -> None:
+        lost = self._audit.check(seen)
         if lost is not None and self.recorder.active:
             first = self._step_ends[-1] if self._step_ends else 0
             message = f"{lost}: the recording stops here (a recording with a hole cannot replay)"
@@ -358,6 +368,13 @@ def _describe_env(env: gym.Env) -> dict[str, Any]:
     module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
     return {"id": spec.id, "kwargs": kwargs, "kwargs_exact": exact, "max_episode_steps": spec.max_episode_steps,
             "class": type(env.unwrapped).__name__, "module": module}
+
+
+def _raise(error: Exception) -> Callable[[], Any]:
+    """A call that raises ``error`` again: hands an error caught on a hot path to guarded()."""
+    def again() -> Any:
+        raise error
+    return again
 
 
 def _summed(total: float | None, reward: Any) -> float | None:

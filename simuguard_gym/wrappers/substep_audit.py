@@ -41,13 +41,14 @@ class SubstepAudit:
         self._seen_start = self._seen()
         self.env_substeps, self._counting = 0, True
 
-    def check(self) -> str | None:
+    def check(self, seen: int | None = None) -> str | None:
         """A sentence saying how many substeps missed the hooks so far, or None; the count stops
-        (``env_substeps`` None) where reading it fails or the engine's counter was reset."""
+        (``env_substeps`` None) where reading it fails or the engine's counter was reset.
+        ``seen``: the listener's count, where the caller has just read it."""
         if not self._counting:
             return None
         try:
-            engine, seen = self.adapter.engine_substeps(), self._seen()
+            engine, seen = self.adapter.engine_substeps(), self._seen() if seen is None else seen
         except Exception:
             self.stop()
             raise
