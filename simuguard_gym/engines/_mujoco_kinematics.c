@@ -6,7 +6,7 @@
  * is most of the decode; here it is one call per chunk, calling the same C functions of the
  * same library in the same order, so the arrays are bit for bit those of the Python loop.
  *
- * Knows nothing of MuJoCo's headers: the four functions are addresses in the libmujoco the
+ * Knows nothing of MuJoCo's headers: the five functions are addresses in the libmujoco the
  * bindings loaded, the scratch mjData's arrays addresses of its numpy views (both from
  * engines/mujoco_kinematics.py). Optional (setup.py): without it the loop runs in Python.
  */

@@ -104,7 +104,7 @@ class MujocoContacts:
         :meth:`capture_contacts` copies). None where MuJoCo's struct layout does not check out."""
         if self._arena is None:
             self._locate_contacts()
-        elif self._arena is not None:
+        else:
             self._check_contact_location()
         if self._counters is None:
             return None

@@ -25,8 +25,15 @@ def guarded(record: Callable[[HookError], None], where: str, call: Callable[[], 
     try:
         return call()
     except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-        try:
-            record(HookError.capture(substep, where, error))
-        except Exception:  # noqa: BLE001
-            logger.exception("simuguard: a failure in %s could not be recorded", where)
+        record_failure(record, where, error, substep=substep)
         return default
+
+
+def record_failure(record: Callable[[HookError], None], where: str, error: Exception, *, substep: int = 0) -> None:
+    """Hand ``error``, caught in ``where``, to ``record``; never raises (the log gets both where
+    recording fails too). What :func:`guarded` does with what it catches, for hot paths that
+    write their ``try`` out rather than make a closure per call."""
+    try:
+        record(HookError.capture(substep, where, error))
+    except Exception:  # noqa: BLE001
+        logger.exception("simuguard: a failure in %s could not be recorded", where)

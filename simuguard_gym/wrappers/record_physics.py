@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +23,7 @@ from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder, hea
 from simuguard_gym.recording.writer import RecordingWriter, pack_chunk
 from simuguard_gym.attach import BenchmarkEnv
 from simuguard_gym.task_spec import TaskSpec
-from simuguard_gym.wrappers.guard import guarded
+from simuguard_gym.wrappers.guard import guarded, record_failure
 from simuguard_gym.outcome import CHECK, success_in_info
 from simuguard_gym.recording.actions import ActionLog
 from simuguard_gym.wrappers.info_key import INFO_KEY, with_simuguard
@@ -141,11 +141,12 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         recording = self._writer is not None
         obs, reward, terminated, truncated, info = self.env.step(action)
-        # guarded(), written out: this runs at every step of an RL loop
+        # guarded() written out: this runs at every step of an RL loop
         try:
             fields = self._after_step(recording, action, reward, info, terminated, truncated)
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            fields = guarded(self._on_hook_error, "step", _raise(error), default={})
+            record_failure(self._on_hook_error, "step", error)
+            fields = {}
         fields["errors"] = list(self._errors)  # after _finish: what failed at the episode's end is here too
         if INFO_KEY in info:
             return obs, reward, terminated, truncated, with_simuguard(info, **fields)
@@ -177,7 +178,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         try:
             self._check_substeps(substep)
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
-            guarded(self._on_hook_error, "substeps", _raise(error), substep=substep)
+            record_failure(self._on_hook_error, "substeps", error, substep=substep)
         self._step_ends.append(substep)
         fields: dict[str, Any] = {"substeps": substep}
         # A harness that ends its episodes by its own step limit resets without terminated or
@@ -368,13 +369,6 @@ def _describe_env(env: gym.Env) -> dict[str, Any]:
     module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", None)
     return {"id": spec.id, "kwargs": kwargs, "kwargs_exact": exact, "max_episode_steps": spec.max_episode_steps,
             "class": type(env.unwrapped).__name__, "module": module}
-
-
-def _raise(error: Exception) -> Callable[[], Any]:
-    """A call that raises ``error`` again: hands an error caught on a hot path to guarded()."""
-    def again() -> Any:
-        raise error
-    return again
 
 
 def _summed(total: float | None, reward: Any) -> float | None:
