@@ -174,9 +174,11 @@ def _deterministic_system() -> physx.PhysxCpuSystem:
 
 def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0, 0.0, 0.0, 0.0), *,
                      max_depenetration_velocity: float | None = None, solver_iterations: int | None = None,
+                     velocity_iterations: int | None = None, can_mass: float = CAN_MASS,
                      geometry: str = "boxes") -> tuple[sapien.Scene, physx.PhysxRigidDynamicComponent]:
     """Ground, the static basket at the origin and the can at the given pose (collision only), of
-    the pieces of ``geometry`` (see :func:`~simuguard_gym.envs.decomposed_geometry.pieces_of`)."""
+    the pieces of ``geometry`` (see :func:`~simuguard_gym.envs.decomposed_geometry.pieces_of`);
+    the can's solver iterations (position, velocity) and mass the task's where not given."""
     can_pieces, basket_pieces = pieces_of(geometry)
     scene = sapien.Scene([_deterministic_system()])
     scene.set_timestep(DT)
@@ -202,13 +204,15 @@ def can_basket_scene(can_position: np.ndarray, can_quaternion: np.ndarray = (1.0
     for piece in can_pieces:
         can.attach(physx.PhysxCollisionShapeConvexMesh(piece.vertices.astype(np.float32), scale, material))
     entity("can", can, sapien.Pose(np.asarray(can_position, np.float32), np.asarray(can_quaternion, np.float32)))
-    can.set_mass(CAN_MASS)
+    can.set_mass(can_mass)
     for component in (ground, basket, can):
         _pin_settings(component)
     if max_depenetration_velocity is not None:
         can.set_max_depenetration_velocity(max_depenetration_velocity)
     if solver_iterations is not None:
         can.set_solver_position_iterations(solver_iterations)
+    if velocity_iterations is not None:
+        can.set_solver_velocity_iterations(velocity_iterations)
     return scene, can
 
 
