@@ -757,6 +757,7 @@ def _stress(args: argparse.Namespace) -> int:
           f"({args.geometry} pieces), 0.5 s each; thrown: >= 1 m/s and >= 4 cm away; in parentheses the paper's "
           "figures on RoboTwin's assets (SimuGuard D.2)")
     print(f"{'engine and setting':<38} {'thrown %':>10} {'exit m/s':>14} {'dist cm':>12} {'removal ms':>13}")
+
     def cell(row: dict[str, Any], key: str, form: str, width: int) -> str:
         mine, paper = format(row[key], form), row["paper"]
         return (f"{mine} ({format(paper[key], form)})" if paper else mine).rjust(width)

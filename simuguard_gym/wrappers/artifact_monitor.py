@@ -116,7 +116,6 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
         self._fields_now: dict[str, Any] = {}  # what info["simuguard"] says while the screen finds nothing new
-        self._nothing_found: dict[str, Any] | None = None
         self._truncate = False  # on_artifact="truncate": the screen confirmed an artifact at this step
         #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
@@ -152,7 +151,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.step", error))
         now, errors = self._fields_now, self._errors
-        if now is self._nothing_found and not errors:
+        if not (now["events"] or now["flags"] or errors):  # nothing found (no artifact without an event)
             fields = {"artifact": False, "events": [], "flags": [], "errors": []}
         else:
             fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
@@ -225,13 +224,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
             self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
         self._audit.start_episode()  # after the tap's (or the screen's) start: its count begins there
-        self._set_fields_now(self._fields())
-
-    def _set_fields_now(self, fields: dict[str, Any]) -> None:
-        """What info["simuguard"] says while the screen finds nothing new; ``_nothing_found`` is
-        the same dict where it holds no event and no flag (a step then builds empty lists)."""
-        self._fields_now = fields
-        self._nothing_found = fields if not (fields["artifact"] or fields["events"] or fields["flags"]) else None
+        self._fields_now = self._fields()
 
     def _listen(self) -> None:
         """This episode's substeps through the hooks: the tap listens from its first substep."""
@@ -275,8 +268,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             guarded(self._on_hook_error, "monitor.step", lambda: screened.update(replay_tap))
             if ended:
                 self._finish_episode()
-        fields = self._fields()
-        self._set_fields_now(fields)
+        self._fields_now = fields = self._fields()
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             self._truncate = True
         self._reported = len(fields["events"])
