@@ -14,7 +14,7 @@ import pytest
 import artifact_scenes as scenes
 from simuguard_gym.envs.pusher_box import PUSHER_BOX_XML, push_policy
 from simuguard_gym import ArtifactMonitor, DepenetrationRerun, ParamIdentify, RecordPhysics, load_recording
-from simuguard_gym.detection import detector, false_contact
+from simuguard_gym.detection import detector
 from simuguard_gym.engines import mujoco as mujoco_engine
 from simuguard_gym.capture import native
 from simuguard_gym.identify.simulation import probe as identify_probe
@@ -102,7 +102,6 @@ POINTS = {
     "writer.rename": _method(writer.os, "replace"),
     "detector.feed": _method(detector.ArtifactDetector, "feed"),
     "detector.finish": _method(detector.ArtifactDetector, "finish"),
-    "detector.pieces": _method(false_contact.CollisionPieces, "of_scene"),
     "rerun": _method(depenetration_rerun, "rerun"),
     "identify.probe": _method(identify_probe.BodyWrenchProbe, "after_substep"),
     "identify.fit": _method(identify_probe.BodyWrenchProbe, "series"),

@@ -166,6 +166,7 @@ def test_no_fork_where_a_fork_costs_more_than_the_episodes_chunks(tmp_path):
     assert recorder._fork_seconds is not None and recorder._chunk_seconds is not None
     assert recorder._previous_chunks == 5
     recorder._fork_seconds = 1000 * recorder._chunk_seconds  # as if forking took a thousand chunks' time
+    env.adapter.model.body_mass[1] *= 1.001  # another scene: the first episode's helper cannot serve it
     forks = []
     original = ChunkProcess.__init__
     ChunkProcess.__init__ = lambda self, encode: (forks.append(1), original(self, encode))[1]
@@ -176,6 +177,29 @@ def test_no_fork_where_a_fork_costs_more_than_the_episodes_chunks(tmp_path):
         env.close()
     assert forks == [] and len(env.paths) == 2
     assert load_recording(env.paths[1]).substeps == 300
+
+
+def test_one_helper_serves_every_episode_of_a_scene_and_a_changed_model_forks_anew(tmp_path):
+    """The fork of the first long episode encodes the later ones; a model changed at a reset is
+    another scene (the helper's copy of the model would decode it wrong): that helper stops."""
+    make = lambda: gym.make("Pusher-v5", max_episode_steps=60)  # noqa: E731 - 300 substeps, 5 chunks of 64
+    plain, _, _ = record(make, tmp_path / "plain", 240, helper=False)
+    helped, out, forks = record(make, tmp_path / "helped", 240, helper=True)
+    assert len(helped.paths) == 4 and len(forks) == 1 and out[-1][-1][INFO_KEY]["errors"] == []
+    assert [p.read_bytes() for p in plain.paths] == [p.read_bytes() for p in helped.paths]
+
+    env = RecordPhysics(make(), tmp_path / "changed", chunk_substeps=64, helper_process=True)
+    run_random(env, 60, seed=1)
+    first = env.recorder._helper
+    assert first is not None  # kept for the next episode
+    env.unwrapped.model.body_mass[-1] *= 1.5  # the object, heavier from the next reset on
+    run_random(env, 60, seed=2)
+    second = env.recorder._helper  # forked anew, or the chunks encoded here (_fork_pays decides)
+    env.close()
+    assert first._reaped and second is not first and env.recorder._helper is None  # stopped at close
+    recordings = [load_recording(p) for p in env.paths]
+    assert [r.substeps for r in recordings] == [300, 300]
+    assert all(replay(r).exact for r in recordings)
 
 
 def test_an_env_stepped_from_a_thread_records_through_the_helper(tmp_path):

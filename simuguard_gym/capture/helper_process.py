@@ -161,10 +161,14 @@ class ChunkProcess:
             out.append((kind, index, payload))
         return out
 
+    def replies_due(self) -> list[tuple[str, int, Any]]:
+        """Every reply still due (blocking for them); the helper serves on."""
+        return self.replies(wait_for=self._waiting[-1]) if self._waiting else []
+
     def close(self) -> list[tuple[str, int, Any]]:
         """Every reply still due, then stop the helper (reaped later, see :meth:`kill`)."""
         try:
-            return self.replies(wait_for=self._waiting[-1]) if self._waiting else []
+            return self.replies_due()
         finally:
             self.kill()
 
@@ -224,8 +228,10 @@ def _serve(jobs: Connection, results: Connection, encode: Callable[[Job], bytes]
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the env's process to handle
         except ValueError:  # not the main thread (CPython makes the forking thread the main one)
             pass
-        # A collected cycle could finalize an inherited file object and flush its buffer twice.
-        gc.disable()
+        # A collected cycle could finalize an inherited file object and flush its buffer twice:
+        # what the helper inherited is never collected here, what it makes is (it may serve for
+        # many episodes).
+        gc.freeze()
         failed = False
         while True:
             try:

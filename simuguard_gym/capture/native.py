@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from simuguard_gym.capture.rows import SpanRows
-from simuguard_gym.physics.adapter import DeclaresCopySources, PhysicsAdapter
+from simuguard_gym.physics.adapter import DeclaresCopySources
 from simuguard_gym.physics.hooks import report_failure
 from simuguard_gym.physics.state import StateRows
 
@@ -109,8 +109,11 @@ class NativeFill:
     """
 
     def __init__(self, on_full: Callable[[bool], None], on_before: Callable[[str], None] | None = None, *,
-                 enabled: bool = True) -> None:
-        self.copy: Any = new_substep_copy() if enabled else None
+                 sources: Any = None) -> None:
+        # The adapter whose memory the copies read (checked once here, not at every binding);
+        # None, or one that does not declare its memory: no C copy.
+        self._sources: DeclaresCopySources | None = sources if isinstance(sources, DeclaresCopySources) else None
+        self.copy: Any = new_substep_copy() if self._sources is not None else None
         self.bound = False
         self._on_full, self._on_before = on_full, on_before
         if self.copy is not None:
@@ -132,18 +135,17 @@ class NativeFill:
         self._forward()
         return row
 
-    def bind(self, adapter: PhysicsAdapter, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
+    def bind(self, state_rows: StateRows, rows: np.ndarray, row: int, stage: Any,
              max_staged: int, before: tuple[np.ndarray, bytearray, int, int] | None = None) -> None:
         """Copy the next substeps into ``rows[row:]`` and onto ``stage``, and with ``before``
         (before-rows like ``rows``, a phase byte per row, the bytes of a whole and of a split
         substep) the state before each substep too; where the adapter cannot bind them, every
         substep is handed to ``on_full(False)`` (and ``on_before``)."""
-        copy = self.copy
-        if copy is None:
+        copy, adapter = self.copy, self._sources
+        if copy is None or adapter is None:
             return
         self._forward()  # first: nothing is lost if binding fails
-        if not isinstance(adapter, DeclaresCopySources) or not isinstance(state_rows, SpanRows) \
-                or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
+        if not isinstance(state_rows, SpanRows) or not rows.flags.c_contiguous or rows.shape[1:] != (state_rows.row_bytes,):
             return
         sources = adapter.copy_sources()
         if sources is None:  # not located yet (no contact seen): Python copies meanwhile

@@ -9,7 +9,9 @@ per chunk (a chunk ends early when its contacts fill the stage): which component
 snapshots, the tracked bodies' poses and velocities and the merged contacts. With
 ``helper_process=True`` chunks from an episode's first or second full chunk on are encoded in a
 forked helper process (:mod:`~simuguard_gym.capture.helper_process`) that reads them from shared
-memory; else (another OS, one CPU, SAPIEN) in the env's thread, at the substep that fills the chunk.
+memory, and that encodes the later episodes of the same scene too (a fork per episode costs a
+long-running env more than the helper saves it); else (another OS, one CPU, SAPIEN) in the env's
+thread, at the substep that fills the chunk.
 
 The same recorder serves recording and replay: replay records what it reproduces and compares it
 chunk by chunk with the file.
@@ -24,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesInFork, PhysicsAdapter, RestorableModel
+from simuguard_gym.physics.adapter import DecodesInFork, PhysicsAdapter, RestorableModel
 from simuguard_gym.physics.contacts import ContactPairs
 from simuguard_gym.physics.hooks import HookError, report_failure
 from simuguard_gym.physics.state import RowTargets, StateRows
@@ -82,10 +84,16 @@ class SubstepRecorder(NativeFillMixin):
         #: where the platform allows it and the adapter ``decodes_in_fork``; chunks then reach
         #: ``packed_sink`` (required) as file records. An episode forks at its first full chunk
         #: where the last episode's length says a fork pays, else at its second (``_fork_pays``):
-        #: the chunks before it are encoded here.
+        #: the chunks before it are encoded here. The helper stays for the next episode where
+        #: ``start_episode`` is told its scene and it is the one the helper was forked in.
         self.helper_process = bool(helper_process and packed_sink is not None)
+        # Protocol checks once, not per episode (each walks the protocol's members).
+        self._forkable: DecodesInFork | None = (adapter if isinstance(adapter, DecodesInFork) and adapter.decodes_in_fork
+                                                 else None)
         self.packed_sink = packed_sink
         self._helper: ChunkProcess | None = None
+        self._helper_scene: _Scene | None = None  # what the helper was forked in
+        self._scene: _Scene | None = None  # this episode's, where start_episode was told it
         # Measured, for _fork_pays: a fork, one chunk's encoding here, the last episode's chunks.
         self._fork_seconds: float | None = None
         self._chunk_seconds: float | None = None
@@ -104,16 +112,19 @@ class SubstepRecorder(NativeFillMixin):
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         # The per-substep copies in C where the extension is built (capture/native.py) and the
         # engine says where its memory is: the hooks then call the C object's copies directly.
-        self._fill = NativeFill(self._native_full, self._native_before,
-                                enabled=contacts and isinstance(adapter, DeclaresCopySources))
+        self._fill = NativeFill(self._native_full, self._native_before, sources=adapter if contacts else None)
         if self._fill.copy is not None:
             self.after_substep = self._fill.copy  # type: ignore[method-assign]
             self.before_substep = self._fill.copy.before  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ episode lifecycle
-    def start_episode(self) -> None:
-        """Bind to the adapter's current scene and start counting substeps from 0."""
-        self._stop_helper()  # an episode left without finish()
+    def start_episode(self, *, scene: str | None = None) -> None:
+        """Bind to the adapter's current scene and start counting substeps from 0.
+
+        ``scene``: what identifies the model's arrays now (its fingerprint), where known: a
+        helper process forked in an earlier episode of the same scene (model arrays, engine
+        objects, tracked bodies and buffers) encodes this episode's chunks too. Without it
+        every episode forks its own."""
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
@@ -130,6 +141,12 @@ class SubstepRecorder(NativeFillMixin):
         self._last = first[0]  # the row of the state the chunk's previous substep ended with
         self.initial_state = self._rows.states(first)[0].copy()  # one read: the same state, as a vector
         self._slots = self._shared_slots(cap) if self._may_use_helper() else None
+        self._scene = None
+        if scene is not None and self._slots is not None and self._forkable is not None:
+            self._scene = _Scene(key=(scene, self.tracked.tobytes(), self._rows.targets_key, cap),
+                                 objects=(*self._forkable.decoding_scene(), self._rows, self._writes, self._slots))
+        if self._helper is not None and (self._scene is None or not self._scene.same(self._helper_scene)):
+            self._stop_helper()  # forked in another scene (or an episode left without finish())
         if self._slots is not None:
             self._use_slot(0)
             self._stage.clear()  # an episode left without finish() may have staged substeps
@@ -158,10 +175,20 @@ class SubstepRecorder(NativeFillMixin):
             if self.active and self._row:
                 self._flush(final=True)
         finally:
-            self._stop_helper()
+            if self._scene is None or not self.active:
+                self._stop_helper()
+            else:
+                self._drain_helper()  # kept for the next episode of this scene
             if self.active and self._chunk_index:  # an episode reset before its first substep tells nothing
                 self._previous_chunks = self._chunk_index
             self.active = False
+
+    def close(self) -> None:
+        """:meth:`finish` the episode and stop the helper process, if any."""
+        try:
+            self.finish()
+        finally:
+            self._stop_helper()
 
     # ------------------------------------------------------------------ listener interface
     guards_itself = True  # the hooks call these two directly: they catch their own errors
@@ -210,7 +237,7 @@ class SubstepRecorder(NativeFillMixin):
     def _rebind(self) -> None:
         """Point the native copy at the rows, before-rows, phases and stage as they now are."""
         if self._active:
-            self._fill.bind(self.adapter, self._rows, self._states, self._row, self._stage, _STAGE_BYTES,
+            self._fill.bind(self._rows, self._states, self._row, self._stage, _STAGE_BYTES,
                             before=(self._before, self._phase, WHOLE, SPLIT))
         else:
             self._fill.stop()
@@ -295,8 +322,7 @@ class SubstepRecorder(NativeFillMixin):
 
     # ------------------------------------------------------------------ helper process
     def _may_use_helper(self) -> bool:
-        return (self.helper_process and self.contacts and isinstance(self.adapter, DecodesInFork)
-                and self.adapter.decodes_in_fork and helper_processes_available())
+        return self.helper_process and self.contacts and self._forkable is not None and helper_processes_available()
 
     def _shared_slots(self, cap: int) -> list["_Slot"]:
         """Two sets of chunk buffers in shared memory: the hot path fills one while the helper
@@ -355,6 +381,7 @@ class SubstepRecorder(NativeFillMixin):
         started = time.perf_counter()
         try:
             self._helper = ChunkProcess(self._encode_job)
+            self._helper_scene = self._scene
         except OSError as error:
             logger.warning("simuguard: no helper process for recording (%s); chunks are encoded in-process", error)
             self.helper_process = False
@@ -365,8 +392,12 @@ class SubstepRecorder(NativeFillMixin):
     def _flush_to_helper(self, n: int) -> None:
         helper, slot = self._helper, self._slot
         assert helper is not None and self._slots is not None
+        # The row the chunk's previous substep ended with, and whether the chunk begins an
+        # episode, come with the job: a helper kept from an earlier episode knows neither.
         job = {"slot": slot, "index": self._chunk_index, "first": self._chunk_first, "n": n,
-               "phase": bytes(self._phase[:n]), "stage": self._stage.handoff()}
+               "phase": bytes(self._phase[:n]), "stage": self._stage.handoff(), "prev": self._last.tobytes(),
+               "restart": self._chunk_first == 0}
+        self._last = self._states[n - 1].copy()
         self._phase[:] = bytes(len(self._phase))  # a row whose read failed must not replay as a write
         self._spans[self._chunk_index] = (self._chunk_first, n)
         self._chunk_first += n
@@ -387,13 +418,13 @@ class SubstepRecorder(NativeFillMixin):
         """Encode one chunk (runs in the helper, on its copy of this recorder)."""
         slot = self._slots[job["slot"]]  # type: ignore[index]
         slot.stage.resume(job["stage"])
+        if job["restart"]:
+            self._writes.restart()
         n = job["n"]
         chunk = _Chunk(first=job["first"], n=n, states=slot.states, before=slot.before,
-                       phase=np.frombuffer(job["phase"], np.uint8), prev=self._last, stage=slot.stage,
-                       writes=self._writes, rows=self._rows)
+                       phase=np.frombuffer(job["phase"], np.uint8), prev=np.frombuffer(job["prev"], np.uint8).copy(),
+                       stage=slot.stage, writes=self._writes, rows=self._rows)
         columns = self._columns(chunk)
-        # Before replying: the env's process refills the slot once the reply is in.
-        self._last = slot.states[n - 1].copy()
         return self.packed_sink.pack(columns, index=job["index"], first=job["first"], n=n)  # type: ignore[union-attr]
 
     def _take_replies(self, replies: list[tuple[str, int, Any]]) -> None:
@@ -416,9 +447,23 @@ class SubstepRecorder(NativeFillMixin):
         if self._helper is not None:
             self._helper.kill()
             self._helper = None
+            self._helper_scene = None
+
+    def _drain_helper(self) -> None:
+        """Every chunk at the helper written; the helper stays (stopped where it failed)."""
+        helper = self._helper
+        if helper is None:
+            return
+        try:
+            self._take_replies(helper.replies_due())
+        except (OSError, ChildProcessError) as error:
+            self._helper_failed(error)
+        if not self.active:  # an error reply: the helper encodes nothing more
+            self._stop_helper()
 
     def _stop_helper(self) -> None:
         helper, self._helper = self._helper, None
+        self._helper_scene = None
         if helper is None:
             return
         try:
@@ -447,6 +492,18 @@ class _Chunk:
     rows: StateRows  # what the rows hold
 
 
+@dataclass(frozen=True)
+class _Scene:
+    """What a helper process decodes with: values (compared by equality) and objects (by identity)."""
+
+    key: tuple[Any, ...]
+    objects: tuple[object, ...]
+
+    def same(self, other: "_Scene | None") -> bool:
+        return (other is not None and self.key == other.key and len(self.objects) == len(other.objects)
+                and all(a is b for a, b in zip(self.objects, other.objects)))
+
+
 @dataclass
 class _Slot:
     """One set of a chunk's buffers in shared memory (see ``_shared_slots``)."""
@@ -467,15 +524,19 @@ _SLOT_RAW_BYTES = 2 * _STAGE_BYTES
 _SLOT_EFC_FLOATS = _STAGE_BYTES // 16
 
 
-def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, **extra: Any) -> dict[str, Any]:
-    """The engine part of a recording header (the wrapper adds env, seed and episode fields)."""
+def header_for(adapter: PhysicsAdapter, recorder: SubstepRecorder, *,
+               model_record: tuple[str, dict[str, Any], dict[str, int]] | None = None, **extra: Any) -> dict[str, Any]:
+    """The engine part of a recording header (the wrapper adds env, seed and episode fields);
+    ``model_record``: the adapter's ``model_record()`` where the caller has it already."""
     table = adapter.body_table()
     pose, vel = adapter.body_states(recorder.initial_state[None], recorder.tracked)
     stage = adapter.stage_box()
     # What the env changed in its model since it was built (Meta-World's goal and bodies at
     # reset), and a checksum of every model array: a replay writes back what differs.
-    if isinstance(adapter, RestorableModel):
-        fingerprint, changes, digests = adapter.model_record()
+    if model_record is None and isinstance(adapter, RestorableModel):
+        model_record = adapter.model_record()
+    if model_record is not None:
+        fingerprint, changes, digests = model_record
         model = {"model_fingerprint": fingerprint, "model_digests": digests,
                  "model_changes": {name: {key: encode_array(part) for key, part in change.items()}
                                    for name, change in changes.items()}}

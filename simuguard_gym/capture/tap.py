@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simuguard_gym.physics.adapter import DeclaresCopySources, DecodesQuietBatches, PhysicsAdapter
+from simuguard_gym.physics.adapter import DecodesQuietBatches, PhysicsAdapter
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError, report_failure
 from simuguard_gym.physics.state import RowTargets
@@ -70,7 +70,7 @@ class SubstepTap(NativeFillMixin):
         self.errors: list[HookError] = []
         self._stage: Any = None  # kept across episodes: its buffers stay allocated
         self._kept_rows: tuple[Any, np.ndarray, RowTargets] | None = None
-        self._fill = NativeFill(self._native_full, enabled=isinstance(adapter, DeclaresCopySources))
+        self._fill = NativeFill(self._native_full, sources=adapter)
         if self._fill.copy is not None:
             # The hooks call the C object itself: no Python frame per substep.
             self.after_substep = self._fill.copy  # type: ignore[method-assign]
@@ -144,7 +144,7 @@ class SubstepTap(NativeFillMixin):
     def _rebind(self) -> None:
         """Point the native copy at the rows and the stage as they now are."""
         if self._active:
-            self._fill.bind(self.adapter, self._state_rows, self._states, self._row, self._stage, MAX_STAGED_BYTES)
+            self._fill.bind(self._state_rows, self._states, self._row, self._stage, MAX_STAGED_BYTES)
         else:
             self._fill.stop()
 

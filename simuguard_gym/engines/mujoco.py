@@ -466,6 +466,11 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         """The colliding geoms in their bodies' frames (see :class:`~simuguard_gym.physics.adapter.ShowsScene`)."""
         return mujoco_geometry.scene_geometry(self.model)
 
+    def decoding_scene(self) -> tuple[object, ...]:
+        """What decoding reads besides the staged copies: the model, the MjData it belongs to and
+        the body table (see :class:`~simuguard_gym.physics.adapter.DecodesInFork`)."""
+        return (self.model, self.data, self.body_table())
+
     def body_poses(self) -> np.ndarray:
         """Every body's frame pose now (n, 7: position, quaternion w x y z), by MuJoCo body id.
 

@@ -198,6 +198,11 @@ class DecodesInFork(Protocol):
 
     decodes_in_fork: bool
 
+    def decoding_scene(self) -> tuple[object, ...]:
+        """The engine objects decoding reads (compared by identity): a process forked while they
+        were these, with the model's arrays as they were then, decodes chunks of a later episode
+        as this one would."""
+
     def new_contact_stage(self, reuse: Any = None, *, memory: Any = None) -> Any:
         """As :meth:`PhysicsAdapter.new_contact_stage`; with ``memory`` (a records and a forces
         buffer in shared memory) a stage that fills them first, so that the forked process sees

@@ -15,7 +15,7 @@ import numpy as np
 from simuguard_gym import __version__
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import HasPieceShapes, PhysicsAdapter, StoresModel
+from simuguard_gym.physics.adapter import HasConvexPieces, HasPieceShapes, PhysicsAdapter, RestorableModel, StoresModel
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.recording.format import FILE_SUFFIX
 from simuguard_gym.recording.model_store import MAX_MODEL_BYTES, ModelStore
@@ -84,6 +84,12 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.adapter = adapter_for(env, adapter)
         if task_spec is not None:
             self.adapter.use_task_spec(task_spec)
+        # What the adapter can do, checked once, not per episode (a protocol check walks its members).
+        adapter = self.adapter
+        self._restorable = adapter if isinstance(adapter, RestorableModel) else None
+        self._stores_model = adapter if isinstance(adapter, StoresModel) else None
+        self._piece_shapes = adapter if isinstance(adapter, HasPieceShapes) else None
+        self._convex_pieces = isinstance(adapter, HasConvexPieces)
         # Chunks are encoded in a helper process forked at an episode's first or second full chunk
         # (Linux, two CPUs or more, MuJoCo), else in the env's thread.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
@@ -156,6 +162,7 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def close(self) -> None:
         guarded(self._on_hook_error, "close", lambda: self._finish_cut("close"))
+        guarded(self._on_hook_error, "close", self.recorder.close)  # its helper process, if any
         guarded(self._on_hook_error, "close", lambda: self.adapter.hooks.remove(self.recorder))
         guarded(self._on_hook_error, "close", self.models.close)  # the models the recordings name are whole
         super().close()
@@ -203,10 +210,13 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # ------------------------------------------------------------------ episode files
     def _begin(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self.adapter.refresh()
-        self.recorder.start_episode()
+        # The model's fingerprint names the scene: a helper process of an earlier episode of the
+        # same one encodes this episode too.
+        model_record = self._restorable.model_record() if self._restorable is not None else None
+        self.recorder.start_episode(scene=model_record[0] if model_record is not None else None)
         self._audit.start_episode()
         header = header_for(
-            self.adapter, self.recorder,
+            self.adapter, self.recorder, model_record=model_record,
             env=_describe_env(self.env),
             seed=seed,
             options=_plain(options),
@@ -214,12 +224,12 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
             package_version=__version__,
             **self._model_file(),
         )
-        pieces = CollisionPieces.of_scene(self.adapter)
+        pieces = CollisionPieces.of_scene(self.adapter) if self._convex_pieces else None
         if pieces is not None:  # for the false-contact check of offline detection
             header["collision_pieces"] = pieces.to_dict()
-        if isinstance(self.adapter, HasPieceShapes):  # for `simuguard trace` to rebuild an onset pair
-            header["piece_shapes"] = self.adapter.piece_shapes().to_dict()
-            header["contact_settings"] = self.adapter.contact_settings()
+        if self._piece_shapes is not None:  # for `simuguard trace` to rebuild an onset pair
+            header["piece_shapes"] = self._piece_shapes.piece_shapes().to_dict()
+            header["contact_settings"] = self._piece_shapes.contact_settings()
         for annotator in self.adapter.hooks.annotators:  # e.g. ArtifactMonitor's detector config
             header.update(annotator.recording_header())
         if self._next_name is not None:
@@ -242,8 +252,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _model_file(self) -> dict[str, Any]:
         """The header's reference to the stored model (``model_file``), or why there is none."""
-        adapter = self.adapter
-        if not self.store_model or not isinstance(adapter, StoresModel):
+        adapter = self._stores_model
+        if not self.store_model or adapter is None:
             return {}
         fingerprint, mjb = adapter.model_to_store(lambda known: self.models.entry(known) is not None)
         entry, why = (self.models.entry(fingerprint), None) if mjb is None else self.models.add(fingerprint, mjb)
