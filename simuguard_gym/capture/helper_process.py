@@ -91,7 +91,8 @@ class SharedArena:
 
 
 class ChunkProcess:
-    """A forked helper that runs ``encode(job) -> bytes`` for each submitted job, in order.
+    """A forked helper that runs ``encode(job)`` (bytes, or anything msgpack packs) for each
+    submitted job, in order.
 
     Created in the env's process, it forks at once; the child serves jobs until :meth:`close`
     (or until the env's process goes away). Replies come back in submission order as
@@ -107,7 +108,7 @@ class ChunkProcess:
     [('chunk', 0, b'CHUNK'), ('chunk', 1, b'ANOTHER')]
     """
 
-    def __init__(self, encode: Callable[[Job], bytes]) -> None:
+    def __init__(self, encode: Callable[[Job], Any]) -> None:
         _reap_exited(block=False)
         jobs_read, jobs_write = os.pipe()
         results_read, results_write = os.pipe()
@@ -220,7 +221,7 @@ def _reap_exited(*, block: bool) -> None:
 atexit.register(_reap_exited, block=True)
 
 
-def _serve(jobs: Connection, results: Connection, encode: Callable[[Job], bytes]) -> None:
+def _serve(jobs: Connection, results: Connection, encode: Callable[[Job], Any]) -> None:
     """The helper's life: encode jobs until end-of-file, then leave without running the env's
     exit handlers or flushing its inherited file buffers (``os._exit``)."""
     try:

@@ -269,9 +269,15 @@ class SubstepRecorder(NativeFillMixin):
 
     def _end_chunk(self, final: bool) -> None:
         n = self._row
-        if self._slots is not None and (self._helper is not None or (not final and self._fork_pays())):
+        if self._slots is not None and not final and (self._helper is not None or self._fork_pays()):
             self._flush_to_helper(n)
             return
+        if self._helper is not None:
+            # An episode's last chunk is encoded here, after the helper's: the env's thread waits
+            # for it either way, and a round trip to the helper takes longer than the work.
+            self._drain_helper()
+            if not self.active:
+                return
         self._chunk_index += 1
         chunk = _Chunk(first=self._chunk_first, n=n, states=self._states, before=self._before,
                        phase=np.frombuffer(self._phase, np.uint8, n).copy(), prev=self._last,
@@ -414,7 +420,7 @@ class SubstepRecorder(NativeFillMixin):
         self._use_slot(1 - slot)
         self._stage.clear()
 
-    def _encode_job(self, job: Job) -> bytes:
+    def _encode_job(self, job: Job) -> dict[str, Any]:
         """Encode one chunk (runs in the helper, on its copy of this recorder)."""
         slot = self._slots[job["slot"]]  # type: ignore[index]
         slot.stage.resume(job["stage"])
@@ -425,14 +431,19 @@ class SubstepRecorder(NativeFillMixin):
                        phase=np.frombuffer(job["phase"], np.uint8), prev=np.frombuffer(job["prev"], np.uint8).copy(),
                        stage=slot.stage, writes=self._writes, rows=self._rows)
         columns = self._columns(chunk)
-        return self.packed_sink.pack(columns, index=job["index"], first=job["first"], n=n)  # type: ignore[union-attr]
+        record = self.packed_sink.pack(columns, index=job["index"], first=job["first"], n=n)  # type: ignore[union-attr]
+        # The write encoder's run goes back too: a chunk encoded in the env's process next (the
+        # episode's last) continues from it, as it would after its own.
+        return {"record": record, "run": self._writes.run}
 
     def _take_replies(self, replies: list[tuple[str, int, Any]]) -> None:
         for kind, index, payload in replies:
             first, n = self._spans.pop(index)
             if kind == "chunk" and self.active:
+                run = payload["run"]
+                self._writes.run = (int(run[0]), int(run[1]), bool(run[2])) if run is not None else None
                 try:
-                    self.packed_sink.write(payload, index=index, first=first, n=n)  # type: ignore[union-attr]
+                    self.packed_sink.write(payload["record"], index=index, first=first, n=n)  # type: ignore[union-attr]
                 except Exception as error:  # noqa: BLE001
                     self._record_error(HookError.capture(first, "write_chunk", error))
                     self.active = False
