@@ -118,8 +118,7 @@ class ArtifactDetector:
         nbody, ntrack = len(bodies), len(self.tracked)
         if ntrack and (self.tracked.min() < 0 or self.tracked.max() >= nbody):
             raise ValueError("tracked body ids outside the body table")
-        roles = np.array(bodies.roles)
-        kinds = np.array(bodies.kinds)
+        roles, kinds = bodies.role_array, bodies.kind_array
         self._col = np.full(nbody, -1, dtype=np.int64)
         self._col[self.tracked] = np.arange(ntrack)
         self._robot = bodies.robot_mask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -47,23 +48,35 @@ class BodyTable:
     def __len__(self) -> int:
         return len(self.names)
 
-    @property
+    # The table never changes: what is derived from it is computed once (read-only arrays, as
+    # every episode of every wrapper reads them).
+    @cached_property
     def tracked(self) -> np.ndarray:
         """Ids of the bodies recorded every substep (moving, not robot), ascending."""
-        return np.array(
+        return _frozen(np.array(
             [i for i, (k, r) in enumerate(zip(self.kinds, self.roles)) if k != "static" and r != "robot"],
             dtype=np.int32,
-        )
+        ))
 
-    @property
+    @cached_property
     def watched(self) -> np.ndarray:
         """Ids of the tracked bodies the detector watches (objects and floating bases), ascending."""
-        return np.array([i for i in self.tracked.tolist() if self.roles[i] in WATCHED_ROLES], dtype=np.int32)
+        return _frozen(np.array([i for i in self.tracked.tolist() if self.roles[i] in WATCHED_ROLES], dtype=np.int32))
 
-    @property
+    @cached_property
     def robot_mask(self) -> np.ndarray:
         """Per body: whether it belongs to the robot (a link or its floating base)."""
-        return np.array([r in ROBOT_ROLES for r in self.roles], dtype=bool)
+        return _frozen(np.array([r in ROBOT_ROLES for r in self.roles], dtype=bool))
+
+    @cached_property
+    def role_array(self) -> np.ndarray:
+        """``roles`` as a numpy array (for comparisons over all bodies)."""
+        return _frozen(np.array(self.roles))
+
+    @cached_property
+    def kind_array(self) -> np.ndarray:
+        """``kinds`` as a numpy array."""
+        return _frozen(np.array(self.kinds))
 
     def with_roles(self, roles: Sequence[str]) -> "BodyTable":
         return BodyTable(self.names, self.kinds, tuple(roles), self.masses)
@@ -79,3 +92,8 @@ class BodyTable:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BodyTable":
         return cls(tuple(d["names"]), tuple(d["kinds"]), tuple(d["roles"]), np.asarray(d["masses"], float))
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array

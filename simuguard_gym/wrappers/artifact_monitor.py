@@ -15,7 +15,7 @@ from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
 from simuguard_gym.physics.adapter import HasConvexPieces, PhysicsAdapter, ScreensSubsteps, SubstepScreen
-from simuguard_gym.physics.bodies import WATCHED_ROLES, BodyTable
+from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
 from simuguard_gym.task_spec import TaskSpec, task_bodies
@@ -197,7 +197,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             state = np.empty(sum(c.size for c in adapter.state_layout()))
             adapter.read_state(state)
             initial_pose, initial_vel = (x[0] for x in adapter.body_states(state[None], tracked))
-        monitored = tracked[[table.roles[i] in WATCHED_ROLES for i in tracked]]
+        monitored = table.watched  # the tracked bodies in a watched role
         self.watching = tuple(table.names[i] for i in monitored)
         self.unwatched_reason = None if self.watching else unwatched_reason(table)
         name = _env_name(self.env)
