@@ -408,8 +408,76 @@ static PyObject *binding_layout(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(inN)", BINDING_VERSION, (Py_ssize_t)sizeof(copy_binding), fields);
 }
 
+/* An error a listener raised: handed to escaped(where, error); an error that is not an
+ * Exception (KeyboardInterrupt, SystemExit) stays raised, as `except Exception` would leave it. */
+static int hand_over(PyObject *escaped, PyObject *where) {
+    PyObject *type, *value, *traceback;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *result = where == NULL ? NULL : PyObject_CallFunctionObjArgs(escaped, where, value, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+PyDoc_STRVAR(run_substeps_doc,
+"run_substeps(before, advance, args, n, after, phase, escaped)\n--\n\n"
+"n substeps, advance(*args) each, with before(phase) (None: no call) before the first and\n"
+"before('continue') before the later ones, and after() after each: SubstepHooks.around's loop\n"
+"without a Python frame per substep. What the listeners raise goes to escaped(where, error);\n"
+"what advance raises is raised.");
+
+static PyObject *run_substeps(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    static PyObject *continued = NULL, *after_where = NULL;
+    if (nargs != 7 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "run_substeps(before, advance, args: tuple, n, after, phase, escaped)");
+        return NULL;
+    }
+    if (continued == NULL && (continued = PyUnicode_InternFromString("continue")) == NULL)
+        return NULL;
+    if (after_where == NULL && (after_where = PyUnicode_InternFromString("after_substep")) == NULL)
+        return NULL;
+    PyObject *before = args[0], *advance = args[1], *after = args[4], *phase = args[5], *escaped = args[6];
+    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *const *call = &PyTuple_GET_ITEM(args[2], 0);
+    size_t ncall = (size_t)PyTuple_GET_SIZE(args[2]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *now = i == 0 ? phase : continued, *result;
+        if (before != Py_None) {
+            if ((result = PyObject_CallOneArg(before, now)) != NULL) {
+                Py_DECREF(result);
+            } else {
+                PyObject *where = PyUnicode_FromFormat("before_substep(%U)", now);
+                int failed = hand_over(escaped, where);
+                Py_XDECREF(where);
+                if (failed)
+                    return NULL;
+            }
+        }
+        if ((result = PyObject_Vectorcall(advance, call, ncall, NULL)) == NULL)
+            return NULL;
+        Py_DECREF(result);
+        if ((result = PyObject_CallNoArgs(after)) != NULL)
+            Py_DECREF(result);
+        else if (hand_over(escaped, after_where))
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"binding_layout", binding_layout, METH_NOARGS, binding_layout_doc},
+    {"run_substeps", (PyCFunction)(void (*)(void))run_substeps, METH_FASTCALL, run_substeps_doc},
     {NULL},
 };
 

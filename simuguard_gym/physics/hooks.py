@@ -1,14 +1,32 @@
 """Substep hooks (numpy only): what listens around every physics substep, how an adapter calls
-its listeners, and the record of an error caught inside one (never raised into the env)."""
+its listeners, and the record of an error caught inside one (never raised into the env). The
+loop around an engine call of several substeps runs in C where simuguard's extension is built
+(``run_substeps`` in capture/_substep_copy.c), in Python otherwise."""
 
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 logger = logging.getLogger(__name__)
+
+
+def _native_loop() -> Callable[..., None] | None:
+    # The substep loop in C (capture/_substep_copy.c, built by setup.py where a compiler exists):
+    # the same calls in the same order, without a Python frame per substep.
+    if os.environ.get("SIMUGUARD_NATIVE", "1") == "0":
+        return None
+    try:
+        from _simuguard_substep_copy import run_substeps  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return run_substeps  # type: ignore[no-any-return]
+
+
+_RUN_SUBSTEPS = _native_loop()
 
 
 @runtime_checkable
@@ -79,6 +97,9 @@ class SubstepHooks:
         call, the later ones in phase "continue" (one Python frame for them all)."""
         # Listeners catch their own errors; the try is a second net that costs nothing until used
         # (a lone self-guarding listener is called directly): the substep runs once, whatever they do.
+        if _RUN_SUBSTEPS is not None:
+            _RUN_SUBSTEPS(self._before_call, advance, args, n, self.after, phase, self.escaped)
+            return
         for _ in range(n):
             try:
                 self.before(phase)
@@ -98,6 +119,7 @@ class SubstepHooks:
         self._before = [x for x in self.listeners if getattr(x, "needs_before", True)]
         self.before = (self._before[0].before_substep if len(self._before) == 1 and _guards_itself(self._before[0])
                        else self._guarded_before if self._before else _nothing)
+        self._before_call: Callable[[str], None] | None = self.before if self._before else None  # None: no call
         self.after = (self.listeners[0].after_substep if len(self.listeners) == 1 and _guards_itself(self.listeners[0])
                       else self._guarded_after)
 
