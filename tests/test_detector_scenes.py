@@ -128,3 +128,27 @@ def test_offline_detect_with_another_config(tmp_path):
     report = detect(path, DetectorConfig.paper())
     assert report.artifact and report.config == DetectorConfig.paper()
     assert report.to_dict()["config"]["robot_contact_carrier"] is False
+
+
+def test_a_detector_restarted_for_the_next_episode_finds_what_a_new_one_finds(tmp_path):
+    """The monitor keeps its detector for the next episode of the same scene (restart): the
+    second of two episodes gives the events, flags and peaks of a monitor that runs it alone."""
+    xml, actions = scenes.basket_shoved()
+
+    def episodes(seeds):
+        env = ArtifactMonitor(gym.make("simuguard_gym/MujocoScene-v0", xml=xml, frame_skip=scenes.FRAME_SKIP))
+        found = []
+        for seed in seeds:
+            env.reset(seed=seed)
+            for action in actions:
+                env.step(action)
+            env.detector.finish()
+            found.append((env.detector, env.detector.events, env.detector.flags, env.detector.peak_speed.copy()))
+        env.close()
+        return found
+
+    (first, *_), (second, events, flags, peak) = episodes([0, 1])
+    (_, alone_events, alone_flags, alone_peak), = episodes([1])
+    assert second is first  # the same object, restarted
+    assert events and events == alone_events and flags == alone_flags
+    assert (peak == alone_peak).all()

@@ -111,8 +111,7 @@ class ArtifactDetector:
             raise ValueError(f"substep dt must be positive, got {dt!r}")
         self.bodies, self.dt = bodies, float(dt)
         self.pieces = pieces  # convex pieces: each event's onset contact gets the false-contact check
-        #: The stage box (lower, upper corner) and the bodies a TaskSpec names (never off stage).
-        self.stage = None if stage is None else (np.asarray(stage[0], float), np.asarray(stage[1], float))
+        #: The bodies a TaskSpec names (never off stage).
         self.task_bodies = frozenset(task_bodies)
         self.tracked = np.asarray(tracked, dtype=np.int64)
         nbody, ntrack = len(bodies), len(self.tracked)
@@ -134,6 +133,7 @@ class ArtifactDetector:
         self._container = container if container.any() else ~self._robot
         self.monitored = np.isin(roles[self.tracked], WATCHED_ROLES) if ntrack else np.zeros(0, bool)
         g = np.zeros(3) if gravity is None else np.asarray(gravity, dtype=float)
+        self.gravity = None if gravity is None else g.copy()
         self._g = float(np.linalg.norm(g)) if gravity is not None else 9.81
         self._up = -g / self._g if self._g > 0 else np.array([0.0, 0.0, 1.0])
         c, s = config, self.dt
@@ -146,6 +146,25 @@ class ArtifactDetector:
         self._dv_min = c.velocity_change_per_substep(s)
         self._dv_violent = c.violent_change_per_substep(s)
         self._lookback = max(self._w_drop, self._w_carrier, self._w_contact) + 2
+        self.restart(initial_pose=initial_pose, initial_vel=initial_vel, stage=stage, count_deep=count_deep)
+
+    def serves(self, bodies: BodyTable, tracked: np.ndarray, dt: float, *, config: DetectorConfig,
+               gravity: np.ndarray | None, pieces: CollisionPieces | None, task_bodies: tuple[str, ...]) -> bool:
+        """Whether this detector's scene is the one these arguments describe (:meth:`restart`
+        then serves a new episode as a new detector would)."""
+        return (pieces is None and self.pieces is None and bodies is self.bodies and config is self.config
+                and float(dt) == self.dt and np.array_equal(np.asarray(tracked, np.int64), self.tracked)
+                and (gravity is None) == (self.gravity is None)
+                and (gravity is None or np.array_equal(np.asarray(gravity, float), self.gravity))
+                and frozenset(task_bodies) == self.task_bodies)
+
+    def restart(self, *, initial_pose: np.ndarray | None = None, initial_vel: np.ndarray | None = None,
+                stage: tuple[np.ndarray, np.ndarray] | None = None, count_deep: bool = True) -> None:
+        """Start an episode of the same scene: nothing fed, nothing found (the scene's tables,
+        windows and thresholds are kept). Arguments as the constructor's."""
+        ntrack = len(self.tracked)
+        #: The stage box (lower, upper corner): where the task happens.
+        self.stage = None if stage is None else (np.asarray(stage[0], float), np.asarray(stage[1], float))
         # History from substep -1 (the state before the first substep) on.
         pose0 = np.zeros((ntrack, 7)) if initial_pose is None else np.asarray(initial_pose, float).reshape(ntrack, 7)
         vel0 = np.zeros((ntrack, 6)) if initial_vel is None else np.asarray(initial_vel, float).reshape(ntrack, 6)

@@ -101,8 +101,10 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.tap = SubstepTap(self.adapter, self._feed, on_error=self._on_hook_error, quiet_sink=self._feed_quiet)
         self.adapter.hooks.add(self.tap)
         self.adapter.hooks.annotators.append(self)
-        #: The detector of the current episode (None before the first reset).
+        #: The detector of the current episode (None before the first reset); the same object
+        #: serves the next episode of the same scene (see ArtifactDetector.restart).
         self.detector: ArtifactDetector | None = None
+        self._last_detector: ArtifactDetector | None = None
         self._errors: list[dict[str, Any]] = []
         self._reported = 0
         self._audit = SubstepAudit(self.adapter, seen=self._substeps_seen)
@@ -207,10 +209,17 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
                            "Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))",
                            name, self.unwatched_reason)
         deferred = round(MAX_DEFERRED_SECONDS / adapter.substep_dt)
-        self.detector = ArtifactDetector(
-            table, tracked, adapter.substep_dt, config=self.config, gravity=adapter.gravity,
-            initial_pose=initial_pose, initial_vel=initial_vel, pieces=CollisionPieces.of_scene(adapter) if self._convex_pieces else None,
-            stage=adapter.stage_box(), task_bodies=task_bodies(adapter.task_spec), count_deep=screen is None)
+        scene = dict(config=self.config, gravity=adapter.gravity, task_bodies=task_bodies(adapter.task_spec),
+                     pieces=CollisionPieces.of_scene(adapter) if self._convex_pieces else None)
+        episode = dict(initial_pose=initial_pose, initial_vel=initial_vel, stage=adapter.stage_box(),
+                       count_deep=screen is None)
+        kept = self._last_detector
+        if kept is not None and kept.serves(table, tracked, adapter.substep_dt, **scene):
+            kept.restart(**episode)  # the scene's tables are the last episode's
+            self.detector = kept
+        else:
+            self.detector = ArtifactDetector(table, tracked, adapter.substep_dt, **scene, **episode)
+        self._last_detector = self.detector
         if screen is not None and not self._start_screen(screen, table, tracked, initial_vel, deferred):
             self.detector.count_deep = True
             self._listen()
