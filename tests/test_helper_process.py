@@ -236,3 +236,33 @@ def test_recorders_inside_async_vector_env_workers_fork_their_own_helpers(tmp_pa
         assert [r.substeps for r in recordings] == [200, 200, 40]
         assert not any(r.errors for r in recordings)
         assert replay(recordings[0]).exact
+
+
+def test_an_episode_left_without_finish_takes_its_helper_and_chunks_with_it(tmp_path):
+    """start_episode on a recorder whose episode never finished: the chunks still at the helper
+    are dropped with that episode, and the new one records whole."""
+    from simuguard_gym.capture.recorder import SubstepRecorder
+    from simuguard_gym.engines.mujoco import MujocoAdapter
+    from simuguard_gym.recording.writer import pack_chunk
+    from simuguard_gym.capture.recorder import PackedChunkSink
+
+    env = gym.make("Pusher-v5")
+    env.reset(seed=0)
+    adapter = MujocoAdapter(env.unwrapped.model, env.unwrapped.data)
+    written = []
+    recorder = SubstepRecorder(adapter, lambda *a: written.append(("in-process",) + a[1:]), chunk_substeps=64,
+                               helper_process=True,
+                               packed_sink=PackedChunkSink(pack_chunk, lambda record, **kw: written.append(
+                                   ("helper", kw["first"], kw["n"]))))
+    adapter.hooks.add(recorder)
+    recorder.start_episode(scene="pusher")
+    mujoco_step = __import__("mujoco").mj_step
+    mujoco_step(adapter.model, adapter.data, nstep=64 * 4)  # forks at the second full chunk
+    first = recorder._helper
+    assert first is not None
+    recorder.start_episode(scene="pusher")  # the last episode was never finished
+    assert first._reaped and recorder._helper is None
+    written.clear()
+    mujoco_step(adapter.model, adapter.data, nstep=100)
+    recorder.close()
+    assert sum(n for *_, n in written) == 100 and [w[1] for w in written] == [0, 64]

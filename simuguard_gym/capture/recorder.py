@@ -125,6 +125,8 @@ class SubstepRecorder(NativeFillMixin):
         helper process forked in an earlier episode of the same scene (model arrays, engine
         objects, tracked bodies and buffers) encodes this episode's chunks too. Without it
         every episode forks its own."""
+        if self.active:  # an episode left without finish(): its chunks still at the helper go with it
+            self._stop_helper()
         a = self.adapter
         layout = a.state_layout()
         self.state_size = sum(c.size for c in layout)
@@ -146,7 +148,7 @@ class SubstepRecorder(NativeFillMixin):
             self._scene = _Scene(key=(scene, self.tracked.tobytes(), self._rows.targets_key, cap),
                                  objects=(*self._forkable.decoding_scene(), self._rows, self._writes, self._slots))
         if self._helper is not None and (self._scene is None or not self._scene.same(self._helper_scene)):
-            self._stop_helper()  # forked in another scene (or an episode left without finish())
+            self._stop_helper()  # forked in another scene
         if self._slots is not None:
             self._use_slot(0)
             self._stage.clear()  # an episode left without finish() may have staged substeps
