@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 
@@ -17,6 +18,9 @@ from conftest import make_contact_scene, run_random
 from simuguard_gym import RecordPhysics, load_recording, replay
 from simuguard_gym.capture import recorder as recorder_module
 from simuguard_gym.capture.helper_process import ChunkProcess, SharedArena, helper_processes_available
+from simuguard_gym.capture.recorder import PackedChunkSink, SubstepRecorder
+from simuguard_gym.engines.mujoco import MujocoAdapter
+from simuguard_gym.recording.writer import pack_chunk
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
 pytestmark = pytest.mark.skipif(not helper_processes_available(), reason="needs Linux and two CPUs")
@@ -241,11 +245,6 @@ def test_recorders_inside_async_vector_env_workers_fork_their_own_helpers(tmp_pa
 def test_an_episode_left_without_finish_takes_its_helper_and_chunks_with_it(tmp_path):
     """start_episode on a recorder whose episode never finished: the chunks still at the helper
     are dropped with that episode, and the new one records whole."""
-    from simuguard_gym.capture.recorder import SubstepRecorder
-    from simuguard_gym.engines.mujoco import MujocoAdapter
-    from simuguard_gym.recording.writer import pack_chunk
-    from simuguard_gym.capture.recorder import PackedChunkSink
-
     env = gym.make("Pusher-v5")
     env.reset(seed=0)
     adapter = MujocoAdapter(env.unwrapped.model, env.unwrapped.data)
@@ -256,13 +255,12 @@ def test_an_episode_left_without_finish_takes_its_helper_and_chunks_with_it(tmp_
                                    ("helper", kw["first"], kw["n"]))))
     adapter.hooks.add(recorder)
     recorder.start_episode(scene="pusher")
-    mujoco_step = __import__("mujoco").mj_step
-    mujoco_step(adapter.model, adapter.data, nstep=64 * 4)  # forks at the second full chunk
+    mujoco.mj_step(adapter.model, adapter.data, nstep=64 * 4)  # forks at the second full chunk
     first = recorder._helper
     assert first is not None
     recorder.start_episode(scene="pusher")  # the last episode was never finished
     assert first._reaped and recorder._helper is None
     written.clear()
-    mujoco_step(adapter.model, adapter.data, nstep=100)
+    mujoco.mj_step(adapter.model, adapter.data, nstep=100)
     recorder.close()
     assert sum(n for *_, n in written) == 100 and [w[1] for w in written] == [0, 64]
