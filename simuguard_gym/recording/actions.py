@@ -34,7 +34,12 @@ class ActionLog:
     def add(self, action: Any) -> None:
         if self.missing is not None:
             return
-        step = len(self._rows)
+        rows = self._rows
+        # Every step of an RL loop: an array like the first one is copied without the checks below.
+        if rows and type(action) is np.ndarray and action.dtype is rows[0].dtype and action.shape == rows[0].shape:
+            rows.append(action.copy())  # a copy: harnesses reuse their action buffers
+            return
+        step = len(rows)
         try:
             row = np.array(action, copy=True)  # a copy: harnesses reuse their action buffers
         except Exception as error:  # noqa: BLE001 - e.g. a tensor on a GPU: not kept, and said why
