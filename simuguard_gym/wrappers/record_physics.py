@@ -91,7 +91,8 @@ class RecordPhysics(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._piece_shapes = adapter if isinstance(adapter, HasPieceShapes) else None
         self._convex_pieces = isinstance(adapter, HasConvexPieces)
         # Chunks are encoded in a helper process forked at an episode's first or second full chunk
-        # (Linux, two CPUs or more, MuJoCo), else in the env's thread.
+        # and kept for the later episodes of the same scene (Linux, two CPUs or more, MuJoCo), else
+        # in the env's thread.
         self.recorder = SubstepRecorder(self.adapter, self._write_chunk, snapshot_every=snapshot_every,
                                         chunk_substeps=chunk_substeps, on_error=self._on_recorder_error,
                                         helper_process=helper_process,
