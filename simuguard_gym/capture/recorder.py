@@ -426,24 +426,27 @@ class SubstepRecorder(NativeFillMixin):
         """Encode one chunk (runs in the helper, on its copy of this recorder)."""
         slot = self._slots[job["slot"]]  # type: ignore[index]
         slot.stage.resume(job["stage"])
+        writes = self._writes
+        assert writes is not None  # made by start_episode, before any chunk
         if job["restart"]:
-            self._writes.restart()
+            writes.restart()
         n = job["n"]
         chunk = _Chunk(first=job["first"], n=n, states=slot.states, before=slot.before,
                        phase=np.frombuffer(job["phase"], np.uint8), prev=np.frombuffer(job["prev"], np.uint8).copy(),
-                       stage=slot.stage, writes=self._writes, rows=self._rows)
+                       stage=slot.stage, writes=writes, rows=self._rows)
         columns = self._columns(chunk)
         record = self.packed_sink.pack(columns, index=job["index"], first=job["first"], n=n)  # type: ignore[union-attr]
         # The write encoder's run goes back too: a chunk encoded in the env's process next (the
         # episode's last) continues from it, as it would after its own.
-        return {"record": record, "run": self._writes.run}
+        return {"record": record, "run": writes.run}
 
     def _take_replies(self, replies: list[tuple[str, int, Any]]) -> None:
         for kind, index, payload in replies:
             first, n = self._spans.pop(index)
             if kind == "chunk" and self.active:
                 run = payload["run"]
-                self._writes.run = (int(run[0]), int(run[1]), bool(run[2])) if run is not None else None
+                if self._writes is not None:
+                    self._writes.run = (int(run[0]), int(run[1]), bool(run[2])) if run is not None else None
                 try:
                     self.packed_sink.write(payload["record"], index=index, first=first, n=n)  # type: ignore[union-attr]
                 except Exception as error:  # noqa: BLE001

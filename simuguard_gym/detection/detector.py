@@ -154,8 +154,8 @@ class ArtifactDetector:
         then serves a new episode as a new detector would)."""
         return (pieces is None and self.pieces is None and bodies is self.bodies and config is self.config
                 and float(dt) == self.dt and np.array_equal(np.asarray(tracked, np.int64), self.tracked)
-                and (gravity is None) == (self.gravity is None)
-                and (gravity is None or np.array_equal(np.asarray(gravity, float), self.gravity))
+                and (gravity is None if self.gravity is None
+                     else gravity is not None and np.array_equal(np.asarray(gravity, float), self.gravity))
                 and frozenset(task_bodies) == self.task_bodies)
 
     def restart(self, *, initial_pose: np.ndarray | None = None, initial_vel: np.ndarray | None = None,
