@@ -408,9 +408,10 @@ static PyObject *binding_layout(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(inN)", BINDING_VERSION, (Py_ssize_t)sizeof(copy_binding), fields);
 }
 
-/* An error a listener raised: handed to escaped(where, error); an error that is not an
- * Exception (KeyboardInterrupt, SystemExit) stays raised, as `except Exception` would leave it. */
-static int hand_over(PyObject *escaped, PyObject *where) {
+/* An error a listener raised: handed to escaped(where, error), where is "after_substep" or, with a
+ * phase, "before_substep(<phase>)"; an error that is not an Exception (KeyboardInterrupt,
+ * SystemExit) stays raised, as `except Exception` would leave it. */
+static int hand_over(PyObject *escaped, PyObject *phase, PyObject *after_where) {
     PyObject *type, *value, *traceback;
     if (!PyErr_ExceptionMatches(PyExc_Exception))
         return -1;
@@ -418,7 +419,12 @@ static int hand_over(PyObject *escaped, PyObject *where) {
     PyErr_NormalizeException(&type, &value, &traceback);
     if (traceback != NULL && value != NULL)
         PyException_SetTraceback(value, traceback);
+    /* Only now, with no error pending, may the Python API run. */
+    PyObject *where = phase != NULL ? PyUnicode_FromFormat("before_substep(%U)", phase) : after_where;
+    if (phase == NULL)
+        Py_INCREF(where);
     PyObject *result = where == NULL ? NULL : PyObject_CallFunctionObjArgs(escaped, where, value, NULL);
+    Py_XDECREF(where);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(traceback);
@@ -454,22 +460,17 @@ static PyObject *run_substeps(PyObject *module, PyObject *const *args, Py_ssize_
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *now = i == 0 ? phase : continued, *result;
         if (before != Py_None) {
-            if ((result = PyObject_CallOneArg(before, now)) != NULL) {
+            if ((result = PyObject_CallOneArg(before, now)) != NULL)
                 Py_DECREF(result);
-            } else {
-                PyObject *where = PyUnicode_FromFormat("before_substep(%U)", now);
-                int failed = hand_over(escaped, where);
-                Py_XDECREF(where);
-                if (failed)
-                    return NULL;
-            }
+            else if (hand_over(escaped, now, after_where))
+                return NULL;
         }
         if ((result = PyObject_Vectorcall(advance, call, ncall, NULL)) == NULL)
             return NULL;
         Py_DECREF(result);
         if ((result = PyObject_CallNoArgs(after)) != NULL)
             Py_DECREF(result);
-        else if (hand_over(escaped, after_where))
+        else if (hand_over(escaped, NULL, after_where))
             return NULL;
     }
     Py_RETURN_NONE;
