@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simuguard_gym.cli import main
-from simuguard_gym.envs.stress import SETTINGS, Setting, draw_poses, physx_available, stress
+from simuguard_gym.envs.stress import SETTINGS, Setting, draw_poses, physx_available, run_pose, stress
 
 
 def test_poses_overlap_by_the_requested_depth():
@@ -71,3 +71,17 @@ def test_cli(capsys):
     out = capsys.readouterr().out
     assert "(decomposed pieces)" in out and "(42)" in out and "(1.99)" in out  # the paper's figures beside
     assert main(["stress", "--poses", "0"]) == 2
+
+
+def test_a_setting_of_the_other_engine_is_refused_and_mujoco_takes_the_can_mass():
+    with pytest.raises(ValueError, match="depenetration has no meaning for mujoco"):
+        Setting("MuJoCo, limited", "mujoco", depenetration=1.0)
+    with pytest.raises(ValueError, match="timeconst has no meaning for physx"):
+        Setting("PhysX, soft", "physx", timeconst=0.01)
+    with pytest.raises(ValueError, match="can_mass must be positive"):
+        Setting("PhysX, massless", "physx", can_mass=0.0)
+    # A heavier can in MuJoCo: the same pose runs otherwise than with the task's 10 g.
+    (position, quaternion, _), = draw_poses(1, (0.005, 0.03), seed=3)
+    light = run_pose(Setting("MuJoCo", "mujoco"), position, quaternion)
+    heavy = run_pose(Setting("MuJoCo, 100 g", "mujoco", can_mass=0.100), position, quaternion)
+    assert light != heavy and all(np.isfinite(light + heavy))

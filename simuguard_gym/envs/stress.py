@@ -40,10 +40,21 @@ class Setting:
     engine: str  # "physx" or "mujoco"
     depenetration: float | None = None  # PhysX max depenetration velocity (m/s)
     timeconst: float | None = None  # MuJoCo contact time constant (s)
-    can_mass: float = CAN_MASS  # kg (PhysX)
+    can_mass: float = CAN_MASS  # kg (both engines; MuJoCo scales the can's inertia with it)
     solver_iterations: tuple[int, int] | None = None  # PhysX (position, velocity); the task's 10/1 where None
     #: The paper's row (D.2) on RoboTwin's assets: thrown %, exit speed m/s, distance cm, removal ms.
     paper: tuple[float, float, float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("physx", "mujoco"):
+            raise ValueError(f"engine must be 'physx' or 'mujoco', got {self.engine!r}")
+        foreign = ({"timeconst": self.timeconst} if self.engine == "physx"
+                   else {"depenetration": self.depenetration, "solver_iterations": self.solver_iterations})
+        given = [name for name, value in foreign.items() if value is not None]
+        if given:
+            raise ValueError(f"{self.name}: {', '.join(given)} has no meaning for {self.engine}")
+        if not self.can_mass > 0:
+            raise ValueError(f"{self.name}: can_mass must be positive, got {self.can_mass!r}")
 
 
 SETTINGS = (
@@ -123,6 +134,10 @@ def run_pose(setting: Setting, position: np.ndarray, quaternion: np.ndarray, geo
     model = mujoco.MjModel.from_xml_string(scene_xml(gripper=False, geometry=geometry))
     if setting.timeconst is not None:
         model.geom_solref[:, 0] = setting.timeconst
+    if setting.can_mass != CAN_MASS:  # the same shape, denser: its inertia scales with its mass
+        can = model.body("can").id
+        model.body_inertia[can] *= setting.can_mass / model.body_mass[can]
+        model.body_mass[can] = setting.can_mass
     data = mujoco.MjData(model)
     data.qpos[:7] = [*position, *quaternion]
     peak = 0.0
