@@ -88,3 +88,30 @@ def test_a_changed_option_replays_from_a_file(tmp_path):
     result = replay(env.paths[-1])
     assert result.exact, result.message
     assert any("opt.timestep" in note for note in result.notes)
+
+
+def test_every_array_that_differs_is_found_whatever_lies_beside_it():
+    """Arrays side by side in the model's memory are compared as one span; a change anywhere in
+    a span (a physics array, or a drawing-only array between two) is resolved array by array."""
+    model = mujoco.MjModel.from_xml_string(XML.replace("<worldbody>", '<worldbody><camera name="c" pos="0 0 2"/>'))
+    arrays = ModelArrays(model)
+    model.cam_pos[0] = [1.0, 1.0, 1.0]  # drawing only: not a physics array
+    assert arrays.differing(model) == []
+    for name in ("body_pos", "geom_size", "site_pos", "dof_damping", "body_mass"):
+        value = getattr(model, name)
+        before = value.copy()
+        value.flat[-1] += 0.5
+        assert arrays.differing(model) == [name]
+        value[...] = before
+    assert arrays.differing(model) == []
+    model.body_pos[1, 2] += 1.0
+    model.geom_size[0, 0] += 1.0
+    assert arrays.differing(model) == ["body_pos", "geom_size"]  # in physics_arrays' order
+    # the listing was made with body_pos changed: restoring it is still seen as the reference
+    listed = ModelArrays(mujoco.MjModel.from_xml_string(XML))
+    other = mujoco.MjModel.from_xml_string(XML)
+    built = other.body_pos[1, 2]
+    other.body_pos[1, 2] = built + 1.0
+    assert listed.differing(other) == ["body_pos"]
+    other.body_pos[1, 2] = built
+    assert listed.differing(other) == []

@@ -21,8 +21,10 @@ whatever it cannot restore.
 from __future__ import annotations
 
 import copy
+import ctypes
 import hashlib
 import zlib
+from dataclasses import dataclass
 from typing import Iterator
 
 import mujoco
@@ -93,7 +95,7 @@ class ModelArrays:
         #: Arrays seen changed in some episode: they go into every later recording too (they are
         #: what the env changes; a replay must not take them from its own build).
         self.changing: set[str] = set()
-        self._listed: tuple[mujoco.MjModel, list[tuple[str, np.ndarray]], list[str]] | None = None
+        self._listed: tuple[mujoco.MjModel, list[_Span], list[str]] | None = None
 
     def differing(self, model: mujoco.MjModel) -> list[str]:
         """The arrays of ``model`` whose bytes differ from the reference's (or that it lacks)."""
@@ -101,15 +103,21 @@ class ModelArrays:
             found = list(physics_arrays(model))
             arrays = [(name, value) for name, value in found if not name.startswith("opt.")]
             # Scalar options come as copies: read anew each time (a few), in physics_arrays' order.
-            self._listed = (model, arrays, [name for name, _ in found if name.startswith("opt.")])
-        _, arrays, options = self._listed
+            self._listed = (model, _spans(arrays, self._reference_bytes),
+                            [name for name, _ in found if name.startswith("opt.")])
+        _, spans, options = self._listed
         reference = self._reference_bytes
-        out = [name for name, value in arrays if value.tobytes() != reference.get(name)]
+        out: list[tuple[int, str]] = []
+        for span in spans:
+            if span.address and ctypes.string_at(span.address, len(span.reference)) == span.reference:
+                continue  # every array in it is the reference's, byte for byte
+            out += [(order, name) for order, name, value in span.members if value.tobytes() != reference.get(name)]
+        names = [name for _, name in sorted(out)]
         opt = model.opt  # a new wrapper at every access
         for name in options:
             if np.asarray(getattr(opt, name[4:])).tobytes() != reference.get(name):
-                out.append(name)
-        return out
+                names.append(name)
+        return names
 
     def record(self, model: mujoco.MjModel) -> tuple[str, dict[str, dict[str, np.ndarray]], dict[str, int]]:
         """``(fingerprint, changes, digests)`` of ``model`` (see each) from one comparison pass."""
@@ -280,6 +288,57 @@ def _array(model: mujoco.MjModel, name: str) -> np.ndarray:
 def _bits(a: np.ndarray) -> np.ndarray:
     """Elements as unsigned integers of their size: compared bit for bit (NaN equals NaN)."""
     return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.itemsize in (1, 2, 4, 8) else a
+
+
+@dataclass(frozen=True)
+class _Span:
+    """Arrays that lie side by side in a model's memory (``address``; 0: compared one by one),
+    and the bytes the span holds while each is the reference's (``reference``)."""
+
+    address: int
+    reference: bytes
+    members: list[tuple[int, str, np.ndarray]]  # (order in physics_arrays, name, view)
+
+
+#: Arrays at most this far apart in a model's memory are compared as one span (MuJoCo aligns
+#: each array; what lies between two physics arrays is padding or a small drawing-only array).
+_SPAN_GAP = 64
+
+
+def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]) -> list[_Span]:
+    """``arrays`` (views on the model's memory) grouped into spans of side-by-side arrays: one
+    comparison of a few spans per episode instead of one per array. A span's reference bytes are
+    the reference arrays' bytes and, between them, what the memory holds now: where that changes,
+    or an array differs, the span's arrays are compared one by one."""
+    placed, loose = [], []
+    for order, (name, value) in enumerate(arrays):
+        if value.nbytes == 0 and reference.get(name) == b"":
+            continue  # empty in the reference and now: it cannot differ
+        if value.flags.c_contiguous and value.nbytes and len(reference.get(name, b"")) == value.nbytes:
+            placed.append((value.ctypes.data, order, name, value))
+        else:
+            loose.append((order, name, value))
+    placed.sort(key=lambda item: item[0])
+    spans: list[_Span] = []
+    run: list[tuple[int, int, str, np.ndarray]] = []
+
+    def close_run() -> None:
+        start, end = run[0][0], run[-1][0] + run[-1][3].nbytes
+        memory = bytearray(ctypes.string_at(start, end - start))
+        for address, _, name, _ in run:
+            memory[address - start:address - start + len(reference[name])] = reference[name]
+        spans.append(_Span(start, bytes(memory), [(order, name, value) for _, order, name, value in run]))
+
+    for item in placed:
+        if run and not 0 <= item[0] - (run[-1][0] + run[-1][3].nbytes) <= _SPAN_GAP:
+            close_run()
+            run = []
+        run.append(item)
+    if run:
+        close_run()
+    if loose:
+        spans.append(_Span(0, b"", loose))
+    return spans
 
 
 def _write(model: mujoco.MjModel, name: str, value: np.ndarray) -> None:
