@@ -6,9 +6,10 @@ step from the replayed state, so the physics is the recording's and the renderin
 it. From the step of the event's onset on, the frame has a red border and the event's body a yellow
 box around it. The replay's verdict (exact or not) comes with the video.
 
-Encoding uses PyAV (``pip install "simuguard-gym[video]"``). Videos of SAPIEN recordings are
-refused with the reason: SAPIEN renders through Vulkan on a GPU (SAPIEN 3.0.3 finds no rendering
-device on Mesa's CPU Vulkan driver), and simuguard's SAPIEN adapter renders no frames.
+Encoding uses PyAV (``pip install "simuguard-gym[video]"``). SAPIEN renders through Vulkan on a
+GPU (SAPIEN 3.0.3 finds no rendering device on Mesa's CPU Vulkan driver), so a SAPIEN episode is
+filmed as its collision shapes at the replayed poses, drawn by MuJoCo's renderer on the CPU
+(:class:`~simuguard_gym.engines.geometry_camera.GeometryCamera`), with the same marks.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class _Frames:
     def attach(self, adapter: Any) -> None:
         if not isinstance(adapter, Renders):
             raise ValueError(f"videos of {adapter.engine} recordings need a renderer, and this engine's adapter "
-                             "renders no frames (SAPIEN renders through Vulkan on a GPU)")
+                             "renders no frames")
         self._camera = adapter.camera(self.name, height=self.size, width=self.size, follow=self.body)
 
     def before_substep(self, phase: str) -> None:

@@ -1,5 +1,5 @@
 """Frames on the CPU: render_mode="rgb_array" on the built-in MuJoCo envs, rendering that changes
-nothing, a clear refusal where MuJoCo cannot render, and `simuguard video`."""
+nothing, a clear refusal where MuJoCo cannot render, and `simuguard video` (PhysX episodes too)."""
 
 from __future__ import annotations
 
@@ -83,15 +83,30 @@ def test_the_audit_report_links_a_video_of_every_flagged_episode(tmp_path, rende
 
 @needs_av
 @pytest.mark.skipif(importlib.util.find_spec("sapien") is None, reason="sapien extra")
-def test_a_video_of_a_sapien_recording_is_refused_with_the_reason(tmp_path):
-    from simuguard_gym import RecordPhysics
-    from simuguard_gym.video import write_video
+def test_a_physx_episode_is_filmed_on_the_cpu_with_its_thrown_can_marked(tmp_path, rendering):
+    """SAPIEN renders through Vulkan on a GPU; its collision shapes at the replayed poses are drawn
+    by MuJoCo's renderer instead, with the onset's border and the event body's box."""
+    import av
 
-    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path)
-    env.reset(seed=0)
-    for _ in range(3):
+    import simuguard_gym.envs  # noqa: F401 - registers PlaceCanBasket-v0
+    from simuguard_gym import ArtifactMonitor, RecordPhysics
+    from simuguard_gym.video import BOX_COLOUR, ONSET_COLOUR, write_video
+
+    env = ArtifactMonitor(RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-v0"), tmp_path))
+    env.reset(seed=116)  # PhysX 5.3.1 reports a 21 mm overlap of pieces 4.7 mm apart and throws the can
+    for _ in range(90):
         env.step(env.unwrapped.expert_action())
     env.close()
-    with pytest.raises(ValueError, match="adapter renders no frames"):
-        write_video(env.paths[0])
-    assert not list(tmp_path.glob("*.mp4*"))
+    (path,) = env.env.paths
+    assert any(e["artifact"] and e["body"] == "can" for e in load_recording(path).footer["detector"]["events"])
+    video = write_video(path, size=96)
+    assert video.exact and video.body == "can" and 0 < video.onset_frame < video.frames
+    with av.open(str(video.path)) as container:
+        frames = [f.to_ndarray(format="rgb24").astype(int) for f in container.decode(video=0)]
+    assert len(frames) == video.frames == 90 and frames[0].shape == (96, 96, 3)
+    assert not all(np.array_equal(frames[0], f) for f in frames[1:])  # the scene moves in view
+    near = lambda image, colour: (np.abs(image - colour).sum(axis=-1) < 90).sum()  # noqa: E731 - lossy video
+    before, after = frames[video.onset_frame - 1], frames[video.onset_frame + 2]
+    assert near(before, ONSET_COLOUR) < 50 and near(after[:4], ONSET_COLOUR) > 96  # the border from the onset on
+    assert near(before, BOX_COLOUR) < 10 and near(after, BOX_COLOUR) > 20  # the can's box
+    assert near(frames[0], np.array([242, 115, 25])) > 0  # the can itself, orange, before anything happens

@@ -48,7 +48,8 @@ class MujocoCamera:
             raise RuntimeError(problem)
         self.model, self.data = model, data
         self._scratch = mujoco.MjData(model)
-        self._state = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+        # The integration state: the physics state and what code sets (mocap bodies' poses among it).
+        self._state = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION))
         if isinstance(camera, str) and mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
             names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
             raise ValueError(f"the model has no camera {camera!r}; its cameras: {', '.join(map(str, names)) or 'none'}")
@@ -66,7 +67,7 @@ class MujocoCamera:
         self._renderer: mujoco.Renderer | None = None
 
     def render(self) -> np.ndarray:
-        full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        full = mujoco.mjtState.mjSTATE_INTEGRATION
         mujoco.mj_getState(self.model, self.data, self._state, full)
         mujoco.mj_setState(self.model, self._scratch, self._state, full)
         mujoco.mj_forward(self.model, self._scratch)

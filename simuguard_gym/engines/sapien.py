@@ -277,6 +277,19 @@ class SapienAdapter(SapienContacts, SapienInterventions, BodyTableMixin):
     def contact_points_now(self) -> ContactPointsNow:
         return sapien_geometry.contact_points_now(self.scene, self._index)
 
+    def camera(self, name: str | None = None, *, height: int = 256, width: int = 256,
+               follow: str | None = None) -> Any:
+        """A camera on the scene's collision shapes at their current poses, drawn by MuJoCo's
+        renderer on the CPU (SAPIEN's own renders through Vulkan, on a GPU): see
+        :class:`~simuguard_gym.engines.geometry_camera.GeometryCamera`. The scene's cameras are
+        SAPIEN's: none can be named here."""
+        if name is not None:
+            raise ValueError(f"a SAPIEN scene is drawn from its collision shapes by a free camera; its own camera "
+                             f"{name!r} renders through Vulkan on a GPU: leave the camera unnamed")
+        from simuguard_gym.engines.geometry_camera import GeometryCamera
+
+        return GeometryCamera(self, height=height, width=width, follow=follow)
+
     def stage_box(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The world box (lower, upper corner) around the robot's links and the static bodies
         with collision shapes (their frames: PhysX gives no cheap bounds), in the current state."""

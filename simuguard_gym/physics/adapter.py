@@ -372,7 +372,8 @@ class Intervenes(Protocol):
 
 @runtime_checkable
 class Renders(Protocol):
-    """An adapter that renders its current state from a camera (MuJoCo, also on the CPU)."""
+    """An adapter that renders its current state from a camera, on the CPU too (MuJoCo its own
+    scene; SAPIEN its collision shapes, drawn by MuJoCo's renderer)."""
 
     def camera(self, name: str | None = None, *, height: int = 256, width: int = 256,
                follow: str | None = None) -> Camera:
