@@ -113,9 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="substeps: the recorded actuation substep by substep, scored by the env's check (the "
                    "paper's); actions: the recorded actions through the env's step, scored by its info; auto "
                    "(default): the way the recording was scored")
-    p.add_argument("--switch", choices=("before-onset", "start"), default="before-onset",
+    p.add_argument("--switch", choices=("auto", "before-onset", "start"), default="auto",
                    help="when the change takes effect: before-onset (--lead seconds before the first artifact's "
-                   "onset; default) or start (from the first substep)")
+                   "onset), start (from the first substep), or auto (default: before-onset where the episode has "
+                   "an artifact, else start)")
     p.add_argument("--lead", type=float, default=0.1, help="seconds before the first artifact's onset (default 0.1)")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)

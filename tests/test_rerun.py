@@ -197,6 +197,22 @@ def test_cli_rerun(inside_floor, capsys):
     assert "prefix     bit-exact" in out and "peak       can:" in out
 
 
+def test_an_episode_without_an_artifact_reruns_from_its_start_by_default(tmp_path, capsys):
+    """What a report offers on every row, ``simuguard rerun FILE``, works on unflagged episodes too."""
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0"), tmp_path)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(env.unwrapped.expert_action())
+    env.close()
+    (path,) = env.paths
+    assert main(["rerun", str(path)]) == 0  # the engine's default intervention
+    out = capsys.readouterr().out
+    assert "from substep 0 (start)" in out and "prefix     bit-exact" in out
+    assert rerun(path, "dampratio=4").switch == "start"
+    with pytest.raises(ValueError, match="no contact artifact to switch before"):
+        rerun(path, "dampratio=4", switch="before_onset")
+
+
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("sapien") is None, reason="sapien extra not installed")

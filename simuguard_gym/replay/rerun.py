@@ -41,7 +41,7 @@ from simuguard_gym.engines.mujoco_stored import StoredScene
 from simuguard_gym.replay.rebuild import build_env, recording_of
 from simuguard_gym.replay.replay import Divergence, Prepared, _ChunkChecker, _drive, prepare
 
-SWITCHES = ("before_onset", "start")
+SWITCHES = ("auto", "before_onset", "start")
 MODES = ("auto", "substeps", "actions")
 
 
@@ -88,15 +88,16 @@ class RerunResult:
 
 
 def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervention | str, *,
-          switch: str = "before_onset", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
+          switch: str = "auto", lead: float = 0.1, env_fn: Callable[[], gym.Env] | None = None,
           success_fn: Callable[[gym.Env], bool] | None = None, adapter: PhysicsAdapter | None = None,
           mode: str = "auto", trust: bool = False, from_file: bool = False) -> RerunResult:
     """Rerun a recorded episode with ``intervention`` from ``switch`` on.
 
     ``switch="before_onset"`` switches ``lead`` seconds before the onset of the episode's first
     contact artifact (from the recording's online events, else detected now); ``"start"`` from
-    the first substep. ``mode`` chooses how the episode is driven and scored (module docstring);
-    ``success_fn(env)`` replaces the env's own outcome. An intervention that would leave every
+    the first substep; ``"auto"`` (default) before the onset where the episode has an artifact,
+    else from the start (``result.switch`` says which). ``mode`` chooses how the episode is
+    driven and scored (module docstring); ``success_fn(env)`` replaces the env's own outcome. An intervention that would leave every
     value as it is raises ``ValueError`` naming the current value. The env is rebuilt as
     :func:`~simuguard_gym.replay.replay` rebuilds it (``env_fn``, ``trust``), in a child process
     where the file is not signed by this user. With ``from_file``, or where the env cannot be
@@ -122,9 +123,11 @@ def rerun(recording: Recording | str | os.PathLike[str], intervention: Intervent
         raise ValueError(f"{change.name} does not exist in {rec.header.get('engine')}")
     artifacts = _artifacts(rec)
     event = min(artifacts, key=lambda e: e["onset_substep"]) if artifacts else None
+    if switch == "auto":
+        switch = "before_onset" if event is not None else "start"
     if switch == "before_onset":
         if event is None:
-            raise ValueError("the recording has no contact artifact to switch before; use switch='start'")
+            raise ValueError("the recording has no contact artifact to switch before: switch from the start instead")
         at = max(0, int(event["onset_substep"]) - int(round(lead / rec.substep_dt)))
     else:
         at = 0
