@@ -39,6 +39,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from simuguard_gym import __version__
+from simuguard_gym.dependencies import install_hint
 from simuguard_gym.output_files import write_output
 from simuguard_gym.policy import BatchChunkPlayer, ChunkPlayer, load_policy
 from simuguard_gym.recording import trust
@@ -133,7 +134,8 @@ def unknown_kwargs(env_id: str, kwargs: dict[str, Any]) -> list[str]:
 
 def _failure(what: str, error: BaseException) -> AuditRunError:
     logger.info("audit: %s", what, exc_info=error)
-    return AuditRunError(f"{what}: {type(error).__name__}: {error}")
+    hint = install_hint(error)
+    return AuditRunError(f"{what}: {type(error).__name__}: {error}" + (f" ({hint})" if hint else ""))
 
 
 def episode_name(seed: int) -> str:
@@ -242,6 +244,13 @@ def prepare_directory(out: Path, config: AuditConfig, force: bool, command: list
         path.with_suffix(".mp4").unlink(missing_ok=True)
         todo.append(seed)
     return todo
+
+
+def discard_unstarted(out: Path) -> None:
+    """Remove the manifest of a run that recorded nothing (its env or policy failed at once): the
+    directory then holds no run, and the next command may use it with other settings."""
+    if not any(out.glob(f"*{FILE_SUFFIX}*")):
+        (out / MANIFEST).unlink(missing_ok=True)
 
 
 def _finished(path: Path, force: bool) -> bool:

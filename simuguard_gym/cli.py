@@ -14,6 +14,7 @@ import numpy as np
 
 from simuguard_gym import __version__
 from simuguard_gym.audit import AuditRunError
+from simuguard_gym.dependencies import install_hint
 from simuguard_gym.import_spec import load_callable
 from simuguard_gym.output_files import write_output
 from simuguard_gym.physics.bodies import WATCHED_ROLES
@@ -237,7 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (RecordingError, FileNotFoundError, IsADirectoryError, ValueError, ImportError) as error:
-        print(f"simuguard {args.command}: error: {error}", file=sys.stderr)
+        hint = install_hint(error) if isinstance(error, ImportError) else None
+        text = str(error) if hint is None or hint in str(error) else f"{error} ({hint})"
+        print(f"simuguard {args.command}: error: {text}", file=sys.stderr)
         return EXIT_USAGE
     except AuditRunError as error:  # the run failed (its env, its policy), not an argument
         print(f"simuguard {args.command}: error: {error} (-v for the traceback)", file=sys.stderr)
@@ -252,7 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - anything else: one line, the traceback under -v
         logging.info("simuguard %s", args.command, exc_info=True)
-        print(f"simuguard {args.command}: error: {_error_text(error)} (-v for the traceback)", file=sys.stderr)
+        hint = install_hint(error)
+        print(f"simuguard {args.command}: error: {_error_text(error)}{f' ({hint})' if hint else ''} "
+              "(-v for the traceback)", file=sys.stderr)
         return EXIT_DIVERGED
 
 
@@ -378,7 +383,7 @@ def _replay(args: argparse.Namespace) -> int:
     from simuguard_gym.replay.replay import replay
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    files = _recording_files(args.paths)
+    files = _recording_files(args.paths, command=args.command)
     if not files:  # only empty directories were given (each is named on stderr)
         return EXIT_USAGE
     missing = exact = failed = 0
@@ -420,7 +425,7 @@ def _video(args: argparse.Namespace) -> int:
     from simuguard_gym.video import write_video
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    files = _recording_files(args.paths)
+    files = _recording_files(args.paths, command=args.command)
     if not files:
         return EXIT_USAGE
     out = output_directory(args.out, ".mp4", None)
@@ -481,7 +486,7 @@ def _detect(args: argparse.Namespace) -> int:
 
     from simuguard_gym.detection import DetectorConfig, detect
 
-    files = _recording_files(args.paths, partial=args.allow_partial, command="detect")
+    files = _recording_files(args.paths, partial=args.allow_partial, command=args.command)
     config = DetectorConfig.paper() if args.paper else None
     failed = flagged = 0
     for path in files:
@@ -511,7 +516,7 @@ def _export(args: argparse.Namespace) -> int:
 
     out = output_directory(args.out, ".h5", None)
     skipped: list[str] = []
-    episodes = step_episodes(_recording_files(args.paths, command="export"), skipped)
+    episodes = step_episodes(_recording_files(args.paths, command=args.command), skipped)
     for problem in skipped:
         print(f"simuguard export: skipped {problem}", file=sys.stderr)
     if not episodes:
@@ -530,7 +535,7 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_OK if not skipped else EXIT_DIVERGED
 
 
-def _recording_files(paths: Sequence[str], *, partial: bool = False, command: str = "replay") -> list[Any]:
+def _recording_files(paths: Sequence[str], *, command: str, partial: bool = False) -> list[Any]:
     """The files given, and the recordings in the directories given (sorted by name)."""
     from pathlib import Path
 
@@ -834,8 +839,10 @@ def _audit_report(args: argparse.Namespace, config: Any, out: Any, lost: list[di
 def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str, Any]]:
     """The audit's episodes in ``out`` (those a resume still needs); returns the summaries of the
     episodes that could not be recorded."""
-    from simuguard_gym.audit import missing_reruns, prepare_directory, redo_reruns, run_parallel, run_ray
+    from simuguard_gym.audit import (MANIFEST, discard_unstarted, missing_reruns, prepare_directory, redo_reruns,
+                                     run_parallel, run_ray)
 
+    fresh = not (out / MANIFEST).exists()
     todo = prepare_directory(out, config, args.force, sys.argv)
     done = len(config.seeds()) - len(todo)
     # An episode counts as done only with everything its scores need: a run killed after a
@@ -879,6 +886,10 @@ def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str
     except KeyboardInterrupt as stop:
         raise KeyboardInterrupt(f"{str(stop) or 'interrupted'}: {count[0]} of {config.episodes} episodes done; the "
                                 "same command resumes the run (an interrupted episode is redone)") from None
+    except Exception:
+        if fresh and count[0] == 0:
+            discard_unstarted(out)  # nothing to resume: the directory is free for other settings
+        raise
     finally:
         if bar is not None:
             bar.close()

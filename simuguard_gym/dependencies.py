@@ -13,6 +13,12 @@ file``, and ``pip check`` says nothing.
 True
 >>> mujoco_mismatch("4.1.0", "4.0.0", None) is None   # no exact pin to compare with
 True
+
+A module that an optional part needs and is missing is named with the extra that installs it:
+
+>>> from simuguard_gym.dependencies import install_hint
+>>> install_hint(ModuleNotFoundError("No module named 'sapien'", name="sapien"))
+'pip install "simuguard-gym[sapien]"'
 """
 
 from __future__ import annotations
@@ -49,6 +55,28 @@ def check_mujoco() -> None:
     problem = mujoco_mismatch(mujoco, core, wanted)
     if problem:
         raise ImportError(problem)
+
+
+#: The extra of setup.cfg that installs each optional top-level module.
+EXTRAS = {"sapien": "sapien", "mani_skill": "maniskill", "h5py": "maniskill", "robosuite": "robosuite",
+          "libero": "libero", "stable_baselines3": "sb3", "dm_control": "dm_control", "shimmy": "dm_control",
+          "coacd": "decompose", "matplotlib": "report", "tqdm": "report", "rerun": "viewer", "av": "video",
+          "ray": "ray"}
+
+
+def install_hint(error: BaseException) -> str | None:
+    """The install command of the extra whose module ``error`` (or an error it was raised from)
+    misses; None where the missing module is no optional part's."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, ModuleNotFoundError) and found.name:
+            extra = EXTRAS.get(found.name.split(".")[0])
+            if extra is not None:
+                return f'pip install "simuguard-gym[{extra}]"'
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _version(distribution: str) -> str | None:
