@@ -191,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the main job: a scripted placement over 20 seeds, recorded, monitored, "
                        "rerun where an artifact struck, scored")
-    p.add_argument("--episodes", type=int, default=20, help="episodes, seeds from 0 (default 20)")
+    p.add_argument("--episodes", type=int, default=20,
+                   help="episodes (default 20), seeds from 100 on PhysX and from 0 on MuJoCo")
     p.add_argument("--seeds", dest="episodes", type=int, help=argparse.SUPPRESS)  # the name before --episodes
     p.add_argument("--engine", choices=("auto", "physx", "mujoco"), default="auto",
                    help="PhysX when SAPIEN is installed, else MuJoCo (default auto)")
@@ -995,11 +996,12 @@ def _identify(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from simuguard_gym.demo import run_demo, setup_for
+    from simuguard_gym.demo import audit_command, run_demo, setup_for
     from simuguard_gym.scoring.report import format_table, report, write_report
 
     setup = setup_for(args.engine)
-    print(f"simuguard demo: {setup.env_id} ({setup.engine}), a scripted gripper places a 10 g can in a "
+    kwargs = "".join(f", {k}={v}" for k, v in setup.env_kwargs.items())
+    print(f"simuguard demo: {setup.env_id} ({setup.engine}{kwargs}), a scripted gripper places a 10 g can in a "
           f"thin-walled basket; seeds {setup.seed_base}-{setup.seed_base + args.episodes - 1}; episodes with a contact "
           f"artifact are rerun with {setup.intervention} from 0.1 s before it", flush=True)
     if setup.measured:
@@ -1048,6 +1050,7 @@ def _demo(args: argparse.Namespace) -> int:
         pass  # matplotlib is the `report` extra
     print(f"\nrecordings and report in {directory} ({', '.join(p.name for p in paths)}); "
           f"try: simuguard detect {directory}")
+    print(f"the same table from an audit (another --out): {audit_command(setup, args.episodes, 'runs/demo')}")
     return EXIT_OK
 
 

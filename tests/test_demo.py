@@ -50,3 +50,31 @@ def test_html_report_with_plots(tmp_path):
         assert (tmp_path / "artifact_000.png").stat().st_size > 1000 and "artifact_000.png" in page
         assert 'href="#artifact_000"' in episodes and 'id="artifact_000"' in page
         assert (tmp_path / "peak_speeds.png").exists()
+
+
+def test_the_demo_prints_the_audit_that_reproduces_its_table(tmp_path, capsys, monkeypatch):
+    """The demo is an audit with the scripted expert: the command it prints gives its table, row for row,
+    and its directory holds that audit's manifest."""
+    import shlex
+
+    assert main(["demo", "--engine", "mujoco", "--episodes", "5", "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    command = out.split("the same table from an audit (another --out): ", 1)[1].splitlines()[0]
+    manifest = json.loads((tmp_path / "demo" / "manifest.json").read_text())
+    assert manifest["config"]["env_kwargs"] == {"pad_kp": 800.0, "pad_timeconst": 0.02}
+    assert manifest["config"]["intervention"] == "timeconst=0.1" and manifest["seeds"] == list(range(5))
+    monkeypatch.chdir(tmp_path)
+    argv = shlex.split(command)
+    assert argv[:2] == ["simuguard", "audit"] and main(argv[1:]) == 0
+    audited = capsys.readouterr().out
+
+    def table(text: str) -> list[str]:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("task "))
+        return lines[start:start + 3]
+
+    assert table(audited) == table(out)
+    demo_rows = json.loads((tmp_path / "demo" / "report.json").read_text())["tasks"]
+    assert json.loads((tmp_path / "runs" / "demo" / "report.json").read_text())["tasks"] == demo_rows
+    if int(mujoco.__version__.split(".")[0]) >= 4:
+        assert demo_rows[-1]["flagged"] >= 1  # seed 4's squeeze: the rerun-corrected columns are compared too
