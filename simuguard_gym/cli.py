@@ -717,6 +717,7 @@ def _report(args: argparse.Namespace) -> int:
           "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
     print(format_table(rows))
     if paired is not None:
+        print(f"A: {args.directory}; B: {args.versus}")
         print("\n".join(format_paired(paired)))
     out = Path(args.out or args.directory)
     for path in write_report(rows, out, paired, skipped):
@@ -733,7 +734,9 @@ def _report(args: argparse.Namespace) -> int:
         from simuguard_gym.replay.link_speeds import robot_link_speeds
 
         speeds = functools.partial(robot_link_speeds, trust=args.trust)
-        print(f"wrote {write_html_report(args.directory, rows, out, speeds, skipped, paired)[0]} (with its plots)")
+        names = (str(args.directory), str(args.versus)) if args.versus else None
+        print(f"wrote {write_html_report(args.directory, rows, out, speeds, skipped, paired, names=names)[0]} "
+              "(with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
     return EXIT_OK
@@ -825,6 +828,10 @@ def _audit_report(args: argparse.Namespace, config: Any, out: Any, lost: list[di
     print(format_table(rows))
     paths = write_report(rows, out, skipped=skipped)
     no_video = {} if args.no_videos else write_videos(out, config.seeds(), env_fn=config.make_env)
+    # The page `simuguard report` would write: each PhysX artifact traced to its cause.
+    recordings = [out / f"{episode_name(seed)}{FILE_SUFFIX}" for seed in config.seeds()]
+    for problem in trace_artifacts([p for p in recordings if p.is_file()]):
+        print(f"simuguard audit: {problem}", file=sys.stderr)
     try:
         from simuguard_gym.scoring.html_report import write_html_report
 

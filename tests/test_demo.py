@@ -40,10 +40,11 @@ def test_html_report_with_plots(tmp_path):
     assert (tmp_path / "scores.png").stat().st_size > 1000
     assert (tmp_path / "scores.svg").read_text().lstrip().startswith("<?xml") and 'href="scores.svg"' in page
     assert "Rep. 95% CI (Wilson)" in page
-    # one row per recording, each with the commands that replay, rerun, view and film it
+    # one line per recording, each with the commands that replay, rerun, view and film it in its details
     episodes = page[page.index('<table class="episodes">'):]
     episodes = episodes[:episodes.index("</table>")]
-    assert episodes.count("<tr>") == 1 + 5 and episodes.count("simuguard replay ") == 5
+    assert episodes.count('<tr class="episode ') == 5 and episodes.count('<tr class="detail" hidden>') == 5
+    assert episodes.count("simuguard replay ") == 5
     header = (tmp_path / "report.csv").read_text().splitlines()[0].split(",")
     assert {"as_run_wilson_low", "as_run_wilson_high"} <= set(header)
     if int(mujoco.__version__.split(".")[0]) >= 4:  # seed 4's artifact

@@ -83,3 +83,32 @@ def test_robot_link_speeds_come_back_through_a_replay(tmp_path):
     substeps, speeds = robot_link_speeds(rec, 50, 250)
     assert substeps[0] == 50 and substeps[-1] == 249 and len(speeds) == 200
     assert np.isfinite(speeds).all() and speeds.max() > 0.05      # the gripper moves
+
+
+def test_a_recording_without_an_outcome_is_listed_as_skipped_with_the_reason(tmp_path):
+    import sys
+    from pathlib import Path
+
+    import gymnasium as gym
+
+    from simuguard_gym import RecordPhysics
+    from simuguard_gym.scoring.report import report
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from recording_files import craft, records_of
+
+    env = RecordPhysics(gym.make("simuguard_gym/PlaceCanBasket-MuJoCo-v0"), tmp_path / "run")
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        for _ in range(3):
+            env.step(env.unwrapped.expert_action())
+    env.close()
+    first = env.paths[0]
+    records = [(kind, {**payload, "success": None, "return": None} if kind == "footer" else payload)
+               for kind, payload in records_of(first)]
+    first.unlink()
+    craft(records, first)  # a file whose footer holds no outcome
+    skipped: list[str] = []
+    rows, _ = report(tmp_path / "run", skipped=skipped)
+    assert rows[-1]["n"] == 1
+    assert len(skipped) == 1 and skipped[0].startswith(f"{first}: no outcome")

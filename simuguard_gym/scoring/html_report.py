@@ -34,7 +34,7 @@ WINDOW = (0.3, 0.5)
 def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, Any]], out: Path,
                       link_speeds: Callable[[Any, int, int], tuple[np.ndarray, np.ndarray] | None] | None = None,
                       skipped: Sequence[str] = (), paired: dict[str, Any] | None = None,
-                      no_video: dict[str, str] | None = None) -> list[Path]:
+                      no_video: dict[str, str] | None = None, names: tuple[str, str] | None = None) -> list[Path]:
     """``report.html`` and its PNGs in ``out``; returns the paths written.
 
     ``skipped`` names the files the table left out, each with the reason (the ``skipped`` list of
@@ -44,7 +44,8 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
     recordings don't keep the robot: :func:`simuguard_gym.replay.link_speeds.robot_link_speeds`
     replays them); without it, or where it returns None, the plots show the links' speeds at their
     contacts with the object only. ``paired`` (the comparisons of ``report(..., versus)``) adds
-    the paired counts and exact tests on as-run and on corrected outcomes. Each artifact's figure
+    the paired counts and exact tests on as-run and on corrected outcomes, ``names`` saying what A and B
+    are (the two directories). Each artifact's figure
     links the episode's video where one lies beside its recording (``simuguard video``), else says
     why there is none where ``no_video`` (recording file name -> reason) tells."""
     import matplotlib
@@ -69,7 +70,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
         figures.append((name, caption, png, extra))
 
     if success_rows(rows):
-        save(_scores_chart(plt, success_rows(rows)), "scores.png", "Success rate by estimate; bars span the bounds "
+        save(_scores_chart(plt, _without_lone_total(success_rows(rows))), "scores.png", "Success rate by estimate; bars span the bounds "
              "(every flagged episode fails / passes), whiskers the Wilson 95% interval of the as-run rate.")
     peaks, artifacts, episodes = [], [], []
     for path in sorted(Path(directory).glob("*.msgpack")):
@@ -98,7 +99,7 @@ def write_html_report(directory: str | os.PathLike[str], rows: list[dict[str, An
              _video_link(path, out, (no_video or {}).get(path.name)))
     table = _episode_table(episodes, out, no_video or {})
     page = out / "report.html"
-    write_output(page, _page(rows, figures, skipped, paired, table, _manifest(Path(directory))))
+    write_output(page, _page(rows, figures, skipped, paired, table, _manifest(Path(directory)), names))
     written.insert(0, page)
     return written
 
@@ -130,6 +131,8 @@ def _scores_chart(plt: Any, rows: list[dict[str, Any]]) -> Any:
 
 
 def _peak_histogram(plt: Any, peaks: list[tuple[float, bool]]) -> Any:
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(6, 3))
     speeds = np.maximum(np.array([p for p, _ in peaks], float), 1e-3)
     flags = np.array([a for _, a in peaks])
@@ -140,6 +143,7 @@ def _peak_histogram(plt: Any, peaks: list[tuple[float, bool]]) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("peak speed (m/s, log scale)")
     ax.set_ylabel("events")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # events are counted: no 0.2 of one
     ax.legend(fontsize=8)
     return fig
 
@@ -182,8 +186,9 @@ def _artifact_plot(plt: Any, rec: Any, event: dict[str, Any], link_speeds: Calla
     return fig
 
 
-def _paired_table(paired: dict[str, Any] | None) -> str:
-    """The paired comparisons (``scoring.report.PAIRED_KINDS``) as a table, or nothing."""
+def _paired_table(paired: dict[str, Any] | None, names: tuple[str, str] | None = None) -> str:
+    """The paired comparisons (``scoring.report.PAIRED_KINDS``) as a table, or nothing; ``names``
+    says what A and B are."""
     from simuguard_gym.scoring.report import PAIRED_KINDS
 
     if not paired:
@@ -195,7 +200,9 @@ def _paired_table(paired: dict[str, Any] | None) -> str:
         f"<td>{100 * c.rate_b:.1f}</td><td>{100 * c.difference:+.1f} ({100 * c.difference_low:+.1f} to "
         f"{100 * c.difference_high:+.1f})</td><td>{c.a_only}</td><td>{c.b_only}</td><td>{c.p_value:.3f}</td></tr>"
         for name, c in paired.items())
-    return f"<h2>Paired comparison (this run A against B on shared task and seed)</h2><table>{head}{body}</table>"
+    a, b = names if names is not None else ("this run", "the other")
+    return (f"<h2>Paired comparison on shared task and seed</h2><p>A: {html.escape(str(a))}; B: "
+            f"{html.escape(str(b))}</p><table>{head}{body}</table>")
 
 
 def _video_link(recording: Path, out: Path, reason: str | None) -> str:
@@ -207,37 +214,43 @@ def _video_link(recording: Path, out: Path, reason: str | None) -> str:
 
 
 def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out: Path, no_video: dict[str, str]) -> str:
-    """One row per recording: what happened, what the rerun and the false-contact check said, its
-    figure, video and .rrd where they exist, and the commands that replay, rerun, view and film it."""
+    """One line per recording, flagged episodes first: outcome, events, what the rerun, the
+    false-contact check and the trace said, its figure, video and .rrd where they exist. A click
+    on a line opens its details: the same in full and the commands that replay, rerun, view and
+    film it. The table sorts by any column and filters by text and by kind (the page's script)."""
     from simuguard_gym.scoring.report import rerun_of, trace_of
 
-    head = ("<tr><th>episode</th><th>seed</th><th>outcome</th><th>flagged</th><th>events</th><th>rerun</th>"
-            "<th>false contact</th><th>trace</th><th>links</th><th>commands</th></tr>")
-    body = []
+    head = ("<tr><th>episode</th><th>seed</th><th>outcome</th><th>artifact</th><th>events</th><th>rerun</th>"
+            "<th>false contact</th><th>trace</th><th>links</th></tr>")
+    lines = []
     for path, rec, events, flags, figure in episodes:
         footer = rec.footer or {}
         success = footer.get("success")
         artifacts = [e for e in events if e.get("artifact")]
-        summary = "; ".join(f"{e['body']} from {e['partner']} at {e['onset_time']:.3f} s, {e['peak_speed']:.2f} m/s"
-                            + ("" if e.get("artifact") else " (removed)") for e in events[:3])
-        summary += f"; {len(events) - 3} more" if len(events) > 3 else ""
-        summary += (("; " if summary else "") + f"{len(flags)} flag" + ("" if len(flags) == 1 else "s")) if flags else ""
+        described = [f"{e['body']} from {e['partner']} at {e['onset_time']:.3f} s, {e['peak_speed']:.2f} m/s"
+                     + ("" if e.get("artifact") else " (removed by a later stage)") for e in events]
+        short = (f"{artifacts[0]['body']} {artifacts[0]['peak_speed']:.2f} m/s" if artifacts
+                 else counted(len(events), "event") if events else "")
+        if flags:
+            short += (", " if short else "") + counted(len(flags), "flag")
         rerun = rerun_of(path)
+        outcome_of = ("-" if rerun is None else "success" if rerun.get("success") else
+                      "failure" if rerun.get("success") is not None else "unscored")
         verdict = "-" if rerun is None else (
-            ("success" if rerun.get("success") else "failure" if rerun.get("success") is not None else "unscored")
-            + ("" if rerun.get("prefix_exact") else ", prefix diverged: not evidence")
+            outcome_of + ("" if rerun.get("prefix_exact") else ", prefix diverged: not evidence")
             + "".join(f"; {c['parameter']} of {c['element']}: {c['before']:g} to {c['after']:g}"
                       for c in (rerun.get("changes") or [])[:2]))
-        checks = [(e.get("contact") or {}).get("false_contact") for e in artifacts]
+        checks = [c for c in ((e.get("contact") or {}).get("false_contact") for e in artifacts) if c]
         false_contact = "; ".join(
             (f"false: {1000 * c['reported_depth']:.1f} mm reported, {1000 * c['true_gap']:.1f} mm apart"
-             if c.get("false_contact") else f"real overlap ({1000 * c['reported_depth']:.1f} mm)")
-            for c in checks if c) or "-"
+             if c.get("false_contact") else f"real overlap ({1000 * c['reported_depth']:.1f} mm)") for c in checks)
         count = false_contact_count(events, flags)
         if count:
-            false_contact += f" ({count} false contact{'s' if count > 1 else ''} in the episode)"
+            false_contact += ("; " if false_contact else "") + f"{counted(count, 'false contact')} in the episode"
+        short_false = ("false" if any(c.get("false_contact") for c in checks) else "real" if checks else "") + (
+            f" ({count})" if count and checks else f"{count} in the episode" if count else "")
         traced = [t for t in trace_of(path) or [] if t.get("source") == "artifact"]
-        trace = "; ".join(f"substep {t['substep']}: {t['verdict']}" for t in traced) or "-"
+        trace = "; ".join(f"substep {t['substep']}: {t['verdict']}" for t in traced)
         links = []
         if figure is not None:
             links.append(f'<a href="#artifact_{figure:03d}">plot</a>')
@@ -246,18 +259,54 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
             if path.with_suffix(suffix).exists():
                 links.append(f'<a href="{html.escape(Path(os.path.relpath(path.with_suffix(suffix), out)).as_posix())}">'
                              f"{label}</a>")
-        if path.name in no_video and artifacts:
-            links.append(f"no video: {html.escape(no_video[path.name])}")
+        why_no_video = no_video.get(path.name) if artifacts else None
         quoted = shlex.quote(str(path))
-        commands = "<br>".join(f"<code>simuguard {c} {html.escape(quoted)}</code>" for c in ("replay", "rerun", "view", "video"))
+        commands = "".join(f"<code>simuguard {c} {html.escape(quoted)}</code>" for c in ("replay", "rerun", "view", "video"))
         outcome = "success" if success else "failure" if success is not None else "unscored"
-        body.append(f"<tr><td>{html.escape(rel)}</td><td>{html.escape(str(rec.header.get('seed')))}</td>"
-                    f"<td>{outcome}</td><td>{'yes' if artifacts else 'no'}</td><td>{html.escape(summary) or '-'}</td>"
-                    f"<td>{html.escape(verdict)}</td><td>{html.escape(false_contact)}</td><td>{html.escape(trace)}</td>"
-                    f"<td>{' '.join(links) or '-'}</td>"
-                    f"<td class=\"commands\">{commands}</td></tr>")
-    return (f'<h2 id="episodes">Episodes</h2><table class="episodes"><thead>{head}</thead>'
-            f'<tbody>{"".join(body)}</tbody></table>') if body else ""
+        kind = "flagged" if artifacts else "failure" if success is False else "other"
+        order = 0 if artifacts else 1 if success is False else 2
+        details = "".join(f"<dt>{name}</dt><dd>{html.escape(text)}</dd>" for name, text in (
+            ("events", "; ".join(described) or "none"), ("flags", "; ".join(_flag_text(f) for f in flags[:5])
+                                                          + (f"; {len(flags) - 5} more" if len(flags) > 5 else "")),
+            ("rerun", verdict if rerun is not None else ""), ("false contact", false_contact), ("trace", trace),
+            ("no video", why_no_video or "")) if text)
+        seed = rec.header.get("seed")
+        lines.append((order, seed if isinstance(seed, int) else 0, rel, (
+            f'<tr class="episode {kind}" data-order="{order}" tabindex="0"><td>{html.escape(rel)}</td>'
+            f'<td data-sort="{html.escape(str(seed))}">{html.escape(str(seed))}</td><td>{outcome}</td>'
+            f'<td>{"yes" if artifacts else "no"}</td><td>{html.escape(short) or "-"}</td>'
+            f"<td>{html.escape(outcome_of)}</td><td>{html.escape(short_false) or '-'}</td>"
+            f'<td>{html.escape(traced[0]["verdict"].split(":")[0]) if traced else "-"}</td>'
+            f"<td>{' '.join(links) or '-'}</td></tr>"
+            f'<tr class="detail" hidden><td colspan="9"><dl>{details}</dl><div class="commands">{commands}</div>'
+            f"</td></tr>")))
+    if not lines:
+        return ""
+    lines.sort(key=lambda line: line[:3])
+    flagged = sum(1 for line in lines if line[0] == 0)
+    controls = ('<p class="controls"><label>show <select id="kind"><option value="">all</option>'
+                '<option value="flagged">flagged</option><option value="failure">failures</option></select></label> '
+                '<label>filter <input id="filter" type="search" placeholder="seed, body, verdict"></label> '
+                "<span>click a line for its details and commands; a column head sorts</span></p>")
+    return (f'<h2 id="episodes">Episodes ({len(lines)}, {flagged} flagged)</h2>{controls}'
+            f'<table class="episodes"><thead>{head}</thead><tbody>{"".join(line[3] for line in lines)}</tbody>'
+            f"</table>")
+
+
+def _flag_text(flag: dict[str, Any]) -> str:
+    """A detector flag in words (deep penetration: the pair and its deepest; absurd state: the body)."""
+    if flag.get("kind") == "deep_penetration":
+        return (f"deep penetration, {' and '.join(map(str, flag.get('bodies', ())))}: "
+                f"{1000 * float(flag.get('max_depth', 0.0)):.1f} mm over {counted(int(flag.get('substeps', 0)), 'substep')}")
+    if flag.get("kind") == "absurd_state":
+        return (f"absurd state of {flag.get('body')}" + (", not finite" if flag.get("non_finite") else "")
+                + f", up to {float(flag.get('max_speed', 0.0)):.3g} m/s")
+    return str(flag.get("kind", "flag"))
+
+
+def counted(n: int, noun: str) -> str:
+    """``n noun`` with the noun's plural where ``n`` is not 1."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def false_contact_count(events: list[dict[str, Any]], flags: list[dict[str, Any]]) -> int:
@@ -293,7 +342,8 @@ def _manifest(directory: Path) -> str:
 
 
 def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]], skipped: Sequence[str] = (),
-          paired: dict[str, Any] | None = None, episodes: str = "", manifest: str = "") -> str:
+          paired: dict[str, Any] | None = None, episodes: str = "", manifest: str = "",
+          names: tuple[str, str] | None = None) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None or x != x else f"{x:.1f}"
 
@@ -304,11 +354,11 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]]
         f"<tr><td>{html.escape(str(r['task']))}</td><td>{r['n']}</td><td>{r['flagged']}</td><td>{pct(r['as_run'])}</td>"
         f"<td>{pct(r['as_run_wilson'][0])}-{pct(r['as_run_wilson'][1])}</td>"
         f"<td>{pct(r['replay'])}</td><td>{pct(r['excluded'])}</td><td>{pct(r['lower'])}-{pct(r['upper'])}</td></tr>"
-        for r in rows)
+        for r in _without_lone_total(rows))
     unscored = next((r.get("reruns_unscored", 0) for r in rows if r["task"] == "all"), 0)
     unscored_line = (f"<p>{unscored} flagged episode(s) have a verified rerun without an outcome of the recorded "
                      "kind (unscored): Replay keeps them as run.</p>") if unscored else ""
-    left_out = unscored_line + (f"<p>Not scored: {len(skipped)} file(s) could not be read.</p><ul>"
+    left_out = unscored_line + (f"<p>Not scored: {counted(len(skipped), 'file')}, each with the reason:</p><ul>"
                 + "".join(f"<li>{html.escape(problem)}</li>" for problem in skipped) + "</ul>" if skipped else "")
     images = "".join(
         f'<figure id="{html.escape(Path(name).stem)}"><img alt="{html.escape(name)}" '
@@ -317,17 +367,71 @@ def _page(rows: list[dict[str, Any]], figures: list[tuple[str, str, bytes, str]]
         f'<a href="{html.escape(Path(name).with_suffix(".svg").name)}">SVG</a>){extra}</figcaption></figure>'
         for name, caption, png, extra in figures)
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>simuguard report</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
-table.episodes td,table.manifest td{{text-align:left;font-size:90%}}td.commands code{{font-size:85%;white-space:nowrap}}
+<style>body{{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em}}
+table{{border-collapse:collapse;margin:0.8em 0}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
+td:first-child{{text-align:left}}table.manifest td{{text-align:left;font-size:90%}}
+table.episodes{{width:100%;table-layout:fixed;font-size:88%}}
+table.episodes td,table.episodes th{{text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}}
+table.episodes th{{cursor:pointer;background:#f4f4f4;user-select:none}}
+tr.episode{{cursor:pointer}}tr.episode:hover{{background:#f0f6ff}}tr.flagged td:nth-child(4){{color:#c00;font-weight:bold}}
+tr.detail td{{white-space:normal;background:#fafafa}}tr.detail dl{{margin:0.3em 0;display:grid;
+grid-template-columns:max-content 1fr;gap:0.2em 1em}}tr.detail dt{{font-weight:bold}}tr.detail dd{{margin:0}}
+div.commands code{{display:block;font-size:90%;white-space:pre-wrap;word-break:break-all}}
+p.controls{{font-size:90%}}p.controls span{{color:#666}}
 figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#444}}</style></head><body>
 <h1>simuguard report</h1>
 <p>Success rates in percent. Rep.: as run, with its Wilson 95% interval. Replay: flagged episodes
 replaced by their verified reruns. Excl.: episodes without a contact artifact. Bounds: every
 flagged episode fails / passes.</p>
-{f"<table>{header}{body}</table>" if rows else ""}{_returns_table(returns)}{left_out}{_paired_table(paired)}{images}
-{episodes}{manifest}</body></html>
+{f"<table>{header}{body}</table>" if rows else ""}{_returns_table(returns)}{left_out}{_paired_table(paired, names)}
+{_with_columns(episodes)}{images}{manifest}{_SCRIPT if episodes else ""}</body></html>
 """
+
+
+def _without_lone_total(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's rows, less the total where it repeats the only task's row."""
+    tasks = [r for r in rows if r["task"] != "all"]
+    return tasks if len(tasks) == 1 else rows
+
+
+def _with_columns(episodes: str) -> str:
+    """The episode table with its column widths (one line per episode at 1280 px)."""
+    widths = "".join(f'<col style="width:{w}%">' for w in (15, 6, 7, 6, 15, 7, 13, 19, 12))
+    return episodes.replace('<table class="episodes"><thead>', f'<table class="episodes"><colgroup>{widths}</colgroup><thead>', 1)
+
+
+#: Sorting by a column head, filtering by text and kind, and a line's details on click (or Enter).
+_SCRIPT = """<script>
+(function () {
+  const table = document.querySelector("table.episodes");
+  if (!table) return;
+  const body = table.tBodies[0];
+  const pairs = () => Array.from(body.querySelectorAll("tr.episode")).map(r => [r, r.nextElementSibling]);
+  const toggle = row => { const d = row.nextElementSibling; d.hidden = !d.hidden; };
+  body.addEventListener("click", e => { const r = e.target.closest("tr.episode"); if (r && !e.target.closest("a")) toggle(r); });
+  body.addEventListener("keydown", e => { const r = e.target.closest("tr.episode"); if (r && e.key === "Enter") toggle(r); });
+  let column = -1, ascending = true;
+  table.tHead.querySelectorAll("th").forEach((th, i) => th.addEventListener("click", () => {
+    ascending = column === i ? !ascending : true; column = i;
+    const key = r => { const c = r.cells[i]; return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent; };
+    const sorted = pairs().sort((a, b) => {
+      const x = key(a[0]), y = key(b[0]), nx = parseFloat(x), ny = parseFloat(y);
+      const d = !isNaN(nx) && !isNaN(ny) ? nx - ny : x.localeCompare(y);
+      return ascending ? d : -d;
+    });
+    sorted.forEach(([r, d]) => { body.appendChild(r); body.appendChild(d); });
+  }));
+  const kind = document.getElementById("kind"), text = document.getElementById("filter");
+  const filter = () => {
+    const want = kind.value, words = text.value.toLowerCase();
+    pairs().forEach(([r, d]) => {
+      const shown = (!want || r.classList.contains(want)) && (!words || (r.textContent + d.textContent).toLowerCase().includes(words));
+      r.hidden = !shown; if (!shown) d.hidden = true;
+    });
+  };
+  kind.addEventListener("change", filter); text.addEventListener("input", filter);
+})();
+</script>"""
 
 
 def _returns_table(rows: list[dict[str, Any]]) -> str:

@@ -29,7 +29,8 @@ TRACE_SUFFIX = ".trace.json"
 
 def episodes_in(directory: str | os.PathLike[str], skipped: list[str] | None = None) -> list[Episode]:
     """One Episode per complete recording in ``directory`` with an outcome (partial files are
-    skipped); a file that cannot be read is skipped too, and named with the reason in ``skipped``."""
+    skipped); a file that cannot be read or holds no outcome is skipped too, and named with the
+    reason in ``skipped``."""
     return _scored(directory, skipped)[0]
 
 
@@ -48,7 +49,10 @@ def _scored(directory: str | os.PathLike[str], skipped: list[str] | None = None
             continue
         footer = rec.footer or {}
         if footer.get("success") is None and footer.get("return") is None:
-            continue  # nothing to score (an episode that never stepped, a file without returns)
+            if skipped is not None:  # nothing to score: said, never dropped in silence
+                skipped.append(f"{path}: no outcome: its env reported no success and the recording holds no return"
+                               + (" (it did not end)" if not footer else ""))
+            continue
         found = (footer.get("detector") or {}).get("events")
         events = found if found is not None else detect(rec).events
         task = str((rec.header.get("env") or {}).get("id") or "")
