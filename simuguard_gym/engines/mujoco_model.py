@@ -23,9 +23,10 @@ from __future__ import annotations
 import copy
 import ctypes
 import hashlib
+import sys
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import mujoco
 import numpy as np
@@ -109,9 +110,11 @@ class ModelArrays:
         reference = self._reference_bytes
         out: list[tuple[int, str]] = []
         for span in spans:
-            if span.address and ctypes.string_at(span.address, len(span.reference)) == span.reference:
+            if span.address and _same(span.address, span.reference):
                 continue  # every array in it is the reference's, byte for byte
-            out += [(order, name) for order, name, value in span.members if value.tobytes() != reference.get(name)]
+            out += [(order, name) for order, name, value in span.members
+                    if not (span.address and _same(value.ctypes.data, reference[name]))
+                    and (span.address or value.tobytes() != reference.get(name))]
         names = [name for _, name in sorted(out)]
         opt = model.opt  # a new wrapper at every access
         for name in options:
@@ -178,9 +181,13 @@ class ModelArrays:
         if not names:
             return {}
         out = {}
-        for name, value in physics_arrays(model):
-            if name not in names:
-                continue
+        # In physics_arrays' order, as before; each array read by its name (listing them all is slow).
+        order = {name: i for i, name in enumerate(self.reference)}
+        for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
+            try:
+                value = _array(model, name)
+            except AttributeError:
+                continue  # an array this model lacks
             reference = self.reference.get(name)
             same_shape = reference is not None and reference.shape == value.shape and reference.dtype == value.dtype
             self.changing.add(name)
@@ -303,6 +310,30 @@ class _Span:
 #: Arrays at most this far apart in a model's memory are compared as one span (MuJoCo aligns
 #: each array; what lies between two physics arrays is padding or a small drawing-only array).
 _SPAN_GAP = 64
+#: A span ends before it grows past this: an array an env changes at every reset (Meta-World's
+#: goal) sends only its own span to the array-by-array comparison, not megabytes of meshes.
+_SPAN_BYTES = 64 * 1024
+
+
+def _memcmp() -> Callable[[int, bytes, int], int] | None:
+    """The C library's ``memcmp`` (model memory against reference bytes, no copy), where found."""
+    try:
+        library = ctypes.CDLL(None) if sys.platform != "win32" else ctypes.cdll.msvcrt
+        found = library.memcmp
+    except (OSError, AttributeError):
+        return None
+    found.argtypes, found.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int
+    return found
+
+
+_MEMCMP = _memcmp()
+
+
+def _same(address: int, reference: bytes) -> bool:
+    """Whether the model memory at ``address`` holds ``reference``'s bytes."""
+    if _MEMCMP is not None:
+        return _MEMCMP(address, reference, len(reference)) == 0
+    return ctypes.string_at(address, len(reference)) == reference
 
 
 def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]) -> list[_Span]:
@@ -330,7 +361,9 @@ def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]) ->
         spans.append(_Span(start, bytes(memory), [(order, name, value) for _, order, name, value in run]))
 
     for item in placed:
-        if run and not 0 <= item[0] - (run[-1][0] + run[-1][3].nbytes) <= _SPAN_GAP:
+        end = item[0] + item[3].nbytes
+        if run and not (0 <= item[0] - (run[-1][0] + run[-1][3].nbytes) <= _SPAN_GAP
+                        and end - run[0][0] <= _SPAN_BYTES):
             close_run()
             run = []
         run.append(item)
