@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -25,6 +25,13 @@ from simuguard_gym.replay.interventions import DEFAULTS
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
 #: A run stopped by Ctrl-C (or SIGTERM, during an audit): as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
+EXIT_CODES = """exit codes, every command:
+  0    done, every result as asked (replays exact, files written)
+  1    done, but a result is negative or incomplete: a replay diverged, a recording was skipped or could
+       not be processed, an audit's episode was not recorded (each named on stderr)
+  2    could not run: bad arguments, input that cannot be read, a missing extra (named with its
+       pip install command)
+  130  interrupted (Ctrl-C); an audit resumes with the same command"""
 ENV_FN_HELP = "MODULE:CALLABLE that builds the env (your own code), for envs without a registered id"
 TRUST_HELP = ("run the code the recording names to rebuild its env (an env factory, a module), though it is not "
               "signed by you; only for files from authors you trust (docs/security.md)")
@@ -37,14 +44,18 @@ OUT_HELP = "directory to write {what} in, named after its {where} (default: besi
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``simuguard`` command line: one subcommand each, every option with its help."""
-    parser = argparse.ArgumentParser(prog="simuguard", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="simuguard", description="Find which simulated evaluation failures were the simulator's fault: "
+        "record, replay, detect, rerun and score robot-learning episodes.", epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"simuguard-gym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="print a recording's header, substeps, bodies and contacts")
-    p.add_argument("file", help="a recording (.msgpack)")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
+    p.add_argument("--json", action="store_true", help="one JSON summary per line instead of text")
     p.set_defaults(run=_inspect)
 
     p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if one "
@@ -66,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("trace", help="follow a reported contact of a PhysX recording out of its scene: its two "
                        "pieces rebuilt alone, moved through their recorded poses in the stock and the repaired engine "
-                       "(SimuGuard D.1); MuJoCo recordings: the geoms' true distance")
-    p.add_argument("file", help="a recording (.msgpack)")
+                       "(the false-contact trace); MuJoCo recordings: the geoms' true distance")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--event", type=int, metavar="K", help="trace only the K-th traceable contact (events first, then "
                    "deep-penetration flags; default: all)")
     p.add_argument("--history", type=int, metavar="N", help="substeps of history before the contact (default: all "
@@ -83,13 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file from its replay: collision "
                        "geometry, every body's pose, contact points and normals, speeds, the onset and events on a "
                        "time line; open it with `rerun FILE.rrd`")
-    p.add_argument("file", help="a recording (.msgpack)")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--out", help=OUT_HELP.format(what="the .rrd", where="recording"))
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--recorded-only", action="store_true", help="no replay: only what the recording holds "
                    "(tracked bodies, recorded convex pieces, speeds, events)")
+    p.add_argument("--json", action="store_true", help="one JSON line per .rrd written instead of text")
     p.set_defaults(run=_view)
 
     p = sub.add_parser("video", help="an MP4 of recorded episodes rendered from their bit-exact replay, the "
@@ -105,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=_video)
 
-    p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed (SimuGuard 3.5)")
-    p.add_argument("file", help="a recording (.msgpack)")
+    p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed, from before its first contact "
+                       "artifact (else from its start)")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--intervention",
                    help="e.g. depenetration=1.0, timeconst=0.1, dampratio=2, mass=can:0.1, iterations=32, offset=0.001 "
                    "(default: the engine's, " + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
@@ -134,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_export)
 
     p = sub.add_parser("report", help="success rates of a directory of recordings: as run, replay-corrected, "
-                       "excluded, bounds (SimuGuard Table 1); writes report.csv and report.json")
+                       "excluded, bounds; writes report.csv and report.json")
     p.add_argument("directory", help="a directory of recordings (an audit's or the demo's --out)")
     p.add_argument("--vs", dest="versus", help="a second directory: paired comparison on shared (task, seed)")
     p.add_argument("--out", help="where to write report.csv/json (default: the directory)")
@@ -144,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "speeds) run the code the recordings name, though they are not signed by you")
     p.set_defaults(run=_report)
 
-    p = sub.add_parser("stress", help="SimuGuard D.2: random overlapping can poses in PhysX and MuJoCo, per setting")
+    p = sub.add_parser("stress", help="random overlapping can poses in PhysX and MuJoCo, per setting: how often each throws the "
+                       "can out (the paper's stress test)")
     p.add_argument("--poses", type=int, default=100, help="number of can poses (default 100)")
     p.add_argument("--depth", type=float, nargs=2, default=(5.0, 30.0), metavar=("MIN_MM", "MAX_MM"),
                    help="initial overlap range in mm (default 5 30)")
@@ -185,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_audit)
 
     p = sub.add_parser("repair-physx", help="write a copy of the installed SAPIEN whose PhysX 5.3.1 GJK uses "
-                       "PhysX 5.4's degeneracy threshold (SimuGuard 4.2); the installed package is not touched")
+                       "PhysX 5.4's degeneracy threshold (the false contact's fix); the installed package is not touched")
     p.add_argument("--out", required=True, help="directory for the repaired copy (use with PYTHONPATH=OUT)")
     p.set_defaults(run=_repair_physx)
 
@@ -200,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_demo)
 
     p = sub.add_parser("audit-init", help="LIBERO's stored initial states: objects starting inside supports and "
-                       "contact artifacts during the settle steps (SimuGuard E.2); needs the libero extra")
+                       "contact artifacts during the settle steps; needs the libero extra")
     p.add_argument("suites", nargs="+", metavar="SUITE", help="libero_spatial, libero_object, libero_goal, libero_10, ...")
     p.add_argument("--tasks", help="comma-separated task ids (default: all)")
     p.add_argument("--states", type=int, default=10, help="stored initial states per task (default 10)")
@@ -213,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_audit_init)
 
     p = sub.add_parser("identify", help="identify mass, centre of mass, inertia and friction of a body from a "
-                       "CSV of wrench and pose (RigPI, through MuJoCo)")
+                       "CSV of wrench and pose (fitted through MuJoCo)")
     p.add_argument("csv", help="columns t fx fy fz tx ty tz x y z qw qx qy qz (world frame, SI units)")
     p.add_argument("--shape", required=True, action="append",
                    help="box:X,Y,Z (full edges) | sphere:R | cylinder:R,H | ellipsoid:A,B,C, in metres, centred on "
@@ -235,12 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.missing = []  # input paths that do not exist (_recording_files): the run goes on, exit 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
+        return max(code, EXIT_USAGE) if args.missing and code != EXIT_INTERRUPTED else code
     except (RecordingError, FileNotFoundError, IsADirectoryError, ValueError, ImportError) as error:
         hint = install_hint(error) if isinstance(error, ImportError) else None
-        text = str(error) if hint is None or hint in str(error) else f"{error} ({hint})"
+        text = _error_text(error) if isinstance(error, OSError) else " ".join(str(error).split())
+        text = text if hint is None or hint in text else f"{text} ({hint})"
         print(f"simuguard {args.command}: error: {text}", file=sys.stderr)
         return EXIT_USAGE
     except AuditRunError as error:  # the run failed (its env, its policy), not an argument
@@ -262,13 +279,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_DIVERGED
 
 
-def run_time_estimate(first_seconds: float, remaining: int, workers: int) -> str:
-    """What the rest of a run will take, from its first episode (which also paid the env's build).
+def run_time_estimate(seconds_per_episode: float, remaining: int) -> str:
+    """What the rest of a run will take at the rate its episodes have been finishing (with several
+    workers, their episodes finish side by side: the rate says so by itself).
 
-    >>> run_time_estimate(7.5, 99, 1)
+    >>> run_time_estimate(7.5, 99)
     'about 12 min more for the other 99 episodes'
     """
-    seconds = first_seconds * remaining / max(1, workers)
+    seconds = seconds_per_episode * remaining
     span = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
     return f"about {span} more for the other {counted(remaining, 'episode')}"
 
@@ -297,9 +315,48 @@ def counted(n: int, noun: str) -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    rec = load_recording(args.file, allow_partial=args.allow_partial)
-    print(describe(rec))
-    return EXIT_OK
+    import json
+
+    def one(path: Any) -> int:
+        rec = load_recording(path, allow_partial=args.allow_partial)
+        print(json.dumps(summary(rec)) if args.json else describe(rec) + ("\n" if len(files) > 1 else ""))
+        return EXIT_OK
+
+    files = _recording_files(args, partial=args.allow_partial)
+    return _each(files, args.command, one)
+
+
+def _each(files: Sequence[Any], command: str, work: Callable[[Any], int]) -> int:
+    """``work(path)`` for each recording; with several, one that fails is named on stderr and the
+    others go on (exit 1); a single one fails as the command (exit 2 where its input is at fault)."""
+    if not files:
+        return EXIT_USAGE  # only empty directories were given (each named on stderr)
+    if len(files) == 1:
+        return work(files[0])
+    worst = EXIT_OK
+    for path in files:
+        try:
+            worst = max(worst, work(path))
+        except BrokenPipeError:
+            raise  # the reader of the output left: the command stops (main)
+        except (RecordingError, OSError, ValueError, RuntimeError, subprocess.SubprocessError) as error:
+            print(f"simuguard {command}: {path}: error: {_error_text(error)}", file=sys.stderr)
+            worst = EXIT_DIVERGED
+    return min(worst, EXIT_DIVERGED)
+
+
+def summary(rec: Recording) -> dict[str, Any]:
+    """What ``simuguard inspect`` prints, as one JSON-ready dict."""
+    h, footer = rec.header, rec.footer or {}
+    found = footer.get("detector") or {}
+    return {"path": str(rec.path), "complete": rec.complete, "engine": h.get("engine"),
+            "engine_version": h.get("engine_version"), "env": (h.get("env") or {}).get("id"), "seed": h.get("seed"),
+            "substeps": rec.substeps, "substep_dt": rec.substep_dt, "lost": rec.lost,
+            "outcome": {k: footer.get(k) for k in ("success", "terminated", "truncated", "steps", "ended", "return")}
+            if footer else None,
+            "artifacts": sum(bool(e.get("artifact")) for e in found.get("events", [])),
+            "events": len(found.get("events", [])), "flags": len(found.get("flags", [])), "errors": len(rec.errors),
+            "bodies": list(rec.bodies.names), "tracked": [int(i) for i in rec.tracked]}
 
 
 def _seconds(value: Any) -> str:
@@ -384,7 +441,7 @@ def _replay(args: argparse.Namespace) -> int:
     from simuguard_gym.replay.replay import replay
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    files = _recording_files(args.paths, command=args.command)
+    files = _recording_files(args)
     if not files:  # only empty directories were given (each is named on stderr)
         return EXIT_USAGE
     missing = exact = failed = 0
@@ -426,7 +483,7 @@ def _video(args: argparse.Namespace) -> int:
     from simuguard_gym.video import write_video
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    files = _recording_files(args.paths, command=args.command)
+    files = _recording_files(args)
     if not files:
         return EXIT_USAGE
     out = output_directory(args.out, ".mp4", None)
@@ -476,6 +533,8 @@ def _replay_failed(path: Any, text: str, as_json: bool) -> None:
 def _error_text(error: BaseException) -> str:
     """An exception in one line: the message of the errors that explain themselves (a recording
     that cannot be read, a file system error, a bad value), else ``Type: message``."""
+    if isinstance(error, OSError) and error.strerror:  # "No such file or directory: x", not "[Errno 2] ..."
+        return f"{error.strerror}: {error.filename}" if error.filename is not None else error.strerror
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, (RecordingError, OSError, ValueError)):
         return text
@@ -487,14 +546,14 @@ def _detect(args: argparse.Namespace) -> int:
 
     from simuguard_gym.detection import DetectorConfig, detect
 
-    files = _recording_files(args.paths, partial=args.allow_partial, command=args.command)
+    files = _recording_files(args, partial=args.allow_partial)
     config = DetectorConfig.paper() if args.paper else None
     failed = flagged = 0
     for path in files:
         try:
             report = detect(load_recording(path, allow_partial=args.allow_partial), config)
         except (RecordingError, OSError, ValueError) as error:
-            print(f"simuguard detect: error: {error}", file=sys.stderr)
+            print(f"simuguard detect: error: {_error_text(error)}", file=sys.stderr)
             failed += 1
             continue
         flagged += report.artifact
@@ -517,7 +576,7 @@ def _export(args: argparse.Namespace) -> int:
 
     out = output_directory(args.out, ".h5", None)
     skipped: list[str] = []
-    episodes = step_episodes(_recording_files(args.paths, command=args.command), skipped)
+    episodes = step_episodes(_recording_files(args), skipped)
     for problem in skipped:
         print(f"simuguard export: skipped {problem}", file=sys.stderr)
     if not episodes:
@@ -536,23 +595,29 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_OK if not skipped else EXIT_DIVERGED
 
 
-def _recording_files(paths: Sequence[str], *, command: str, partial: bool = False) -> list[Any]:
-    """The files given, and the recordings in the directories given (sorted by name)."""
+def _recording_files(args: argparse.Namespace, *, partial: bool = False) -> list[Any]:
+    """The files given (``args.paths``), and the recordings in the directories given (sorted by
+    name). A path that does not exist is named on stderr and the command goes on with the others;
+    it then exits 2 (main)."""
     from pathlib import Path
 
     files: list[Path] = []
-    for given in map(Path, paths):
+    for given in map(Path, args.paths):
+        if not os.path.lexists(given):
+            print(f"simuguard {args.command}: error: No such file or directory: {given}", file=sys.stderr)
+            args.missing.append(str(given))
+            continue
         if given.is_dir():
             found = sorted(given.glob("*.msgpack"))
             if partial:
                 found += sorted(given.glob("*.msgpack.partial"))
             if not found:
-                print(f"simuguard {command}: no recordings in {given}", file=sys.stderr)
+                print(f"simuguard {args.command}: no recordings in {given}", file=sys.stderr)
             for path in found:
                 if path.is_file():
                     files.append(path)
                 else:  # a FIFO would block the reader forever
-                    print(f"simuguard {command}: skipped {path}: not a regular file", file=sys.stderr)
+                    print(f"simuguard {args.command}: skipped {path}: not a regular file", file=sys.stderr)
         else:
             files.append(given)
     return files
@@ -595,24 +660,28 @@ def _trace(args: argparse.Namespace) -> int:
     if args.history is not None and args.history < 1:
         raise ValueError(f"--history must be at least 1 substep, got {args.history}")
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    try:
-        results = trace(args.file, args.event, history=args.history, repaired=args.repaired, env_fn=env_fn,
-                        trust=args.trust)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as error:  # the engines' runs, the repair
-        print(f"simuguard trace: error: {error}", file=sys.stderr)
-        return EXIT_DIVERGED
-    for result in results:
-        print(json.dumps(result.to_dict()) if args.json else result.line())
-        if not args.json:
-            for note in result.notes:
-                print(f"  note: {note}")
-    if not results and not args.json:
-        print(f"{args.file}: no event or deep-penetration flag to trace")
-    if args.event is None and args.history is None:  # the whole trace: the HTML report shows it
-        written = save_traces(args.file, results)
-        if not args.json:
-            print(f"wrote {written}")
-    return EXIT_OK
+
+    def one(path: Any) -> int:
+        try:
+            results = trace(path, args.event, history=args.history, repaired=args.repaired, env_fn=env_fn,
+                            trust=args.trust)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as error:  # the engines' runs, the repair
+            print(f"simuguard trace: {path}: error: {_error_text(error)}", file=sys.stderr)
+            return EXIT_DIVERGED
+        for result in results:
+            print(json.dumps(result.to_dict()) if args.json else result.line())
+            if not args.json:
+                for note in result.notes:
+                    print(f"  note: {note}")
+        if not results and not args.json:
+            print(f"{path}: no event or deep-penetration flag to trace")
+        if args.event is None and args.history is None:  # the whole trace: the HTML report shows it
+            written = save_traces(path, results)
+            if not args.json:
+                print(f"wrote {written}")
+        return EXIT_OK
+
+    return _each(_recording_files(args), args.command, one)
 
 
 def trace_artifacts(files: list[Any], trust: bool = False) -> list[str]:
@@ -640,8 +709,10 @@ def trace_artifacts(files: list[Any], trust: bool = False) -> list[str]:
 
 
 def _view(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
+    files = _recording_files(args)
     try:
         from simuguard_gym.view import export_rrd
         import rerun  # noqa: F401
@@ -649,50 +720,63 @@ def _view(args: argparse.Namespace) -> int:
         raise ValueError("simuguard view needs rerun-sdk: pip install 'simuguard-gym[viewer]'") from None
     if args.stride is not None and args.stride < 1:
         raise ValueError("--stride must be at least 1")
-    out = output_directory(args.out, ".rrd", Path(args.file).parent) / (Path(args.file).stem + ".rrd")
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    export = export_rrd(args.file, out, args.stride, env_fn=env_fn, replayed=not args.recorded_only,
-                        trust=args.trust)
-    if export.note:
-        print(f"note: {export.note}")
-    source = "from the replay" if export.replayed else "from the recording"
-    print(f"wrote {out} ({counted(export.frames, 'substep')} {source}); open it with: rerun {out}")
-    return EXIT_OK
+
+    def one(path: Any) -> int:
+        out = output_directory(args.out, ".rrd", Path(path).parent) / (Path(path).stem + ".rrd")
+        export = export_rrd(path, out, args.stride, env_fn=env_fn, replayed=not args.recorded_only, trust=args.trust)
+        if args.json:
+            print(json.dumps({"path": str(path), "rrd": str(out), "frames": export.frames, "replayed": export.replayed,
+                              "note": export.note}))
+            return EXIT_OK
+        if export.note:
+            print(f"note: {export.note}")
+        source = "from the replay" if export.replayed else "from the recording"
+        print(f"wrote {out} ({counted(export.frames, 'substep')} {source}); open it with: rerun {out}")
+        return EXIT_OK
+
+    return _each(files, args.command, one)
 
 
 def _rerun(args: argparse.Namespace) -> int:
     import json
 
+    from simuguard_gym.replay.interventions import default_intervention
     from simuguard_gym.replay.rerun import rerun
 
     env_fn = load_callable(args.env_fn, "env factory") if args.env_fn else None
-    change = args.intervention
-    if change is None:
-        from simuguard_gym.replay.interventions import default_intervention
+    files = _recording_files(args)
 
-        change = default_intervention(load_recording(args.file).header.get("engine", ""))
-    result = rerun(args.file, change, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn,
-                   mode=args.mode, trust=args.trust, from_file=args.from_file)
-    if args.json:
-        print(json.dumps(result.to_dict()))
+    def one(path: Any) -> int:
+        rec = load_recording(path)
+        change = args.intervention or default_intervention(rec.header.get("engine", ""))
+        result = rerun(rec, change, switch=args.switch.replace("-", "_"), lead=args.lead, env_fn=env_fn,
+                       mode=args.mode, trust=args.trust, from_file=args.from_file)
+        if args.json:
+            print(json.dumps({"path": str(path), **result.to_dict()}))
+            return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
+        if len(files) > 1:
+            print(f"== {path}")
+        for note in result.notes:
+            print(f"note: {note}")
+        print(f"rerun      {result.intervention} from substep {result.switch_substep} ({result.switch.replace('_', '-')})"
+              + ("" if result.simulation_parameter else "  [not a simulation parameter]"))
+        print(f"prefix     {'bit-exact' if result.prefix_exact else 'DIVERGED at ' + str(result.divergence)}"
+              + ("" if result.prefix_exact else ": the rerun is not evidence"))
+        for c in result.changes[:6]:
+            print(f"changed    {c['parameter']} of {c['element']}: {c['before']:g} -> {c['after']:g}")
+        if len(result.changes) > 6:
+            print(f"changed    ... {len(result.changes) - 6} more")
+        outcome = (f"unscored ({result.unscored})" if result.unscored
+                   else f"{result.success} (from {result.success_source})")
+        print(f"success    recorded {result.recorded_success}, rerun {outcome}; {result.substeps} substeps, "
+              f"driven by {result.mode}")
+        if result.body is not None:
+            print(f"peak       {result.body}: {result.recorded_peak_speed:.2f} m/s as recorded, "
+                  f"{result.peak_speed:.2f} m/s in the rerun (after the switch)")
         return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
-    for note in result.notes:
-        print(f"note: {note}")
-    print(f"rerun      {result.intervention} from substep {result.switch_substep} ({result.switch.replace('_', '-')})"
-          + ("" if result.simulation_parameter else "  [not a simulation parameter]"))
-    print(f"prefix     {'bit-exact' if result.prefix_exact else 'DIVERGED at ' + str(result.divergence)}"
-          + ("" if result.prefix_exact else ": the rerun is not evidence"))
-    for c in result.changes[:6]:
-        print(f"changed    {c['parameter']} of {c['element']}: {c['before']:g} -> {c['after']:g}")
-    if len(result.changes) > 6:
-        print(f"changed    ... {len(result.changes) - 6} more")
-    outcome = f"unscored ({result.unscored})" if result.unscored else f"{result.success} (from {result.success_source})"
-    print(f"success    recorded {result.recorded_success}, rerun {outcome}; {result.substeps} substeps, "
-          f"driven by {result.mode}")
-    if result.body is not None:
-        print(f"peak       {result.body}: {result.recorded_peak_speed:.2f} m/s as recorded, "
-              f"{result.peak_speed:.2f} m/s in the rerun (after the switch)")
-    return EXIT_OK if result.prefix_exact else EXIT_DIVERGED
+
+    return _each(files, args.command, one)
 
 
 def _rerun_outcome(episode: dict[str, Any], prefix: str) -> str:
@@ -862,6 +946,7 @@ def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str
     count = [done]
     bar = _progress_bar(config.episodes, done, args.quiet)
     started = time.monotonic()
+    first = [started]  # when the run's first episode finished
 
     def progress(episode: dict) -> None:
         count[0] += 1
@@ -876,9 +961,16 @@ def _run_audit(args: argparse.Namespace, config: Any, out: Any) -> list[dict[str
                 bar.write(line)
         elif not args.quiet:
             print(line, flush=True)
-        if count[0] == done + 1 and not args.quiet and len(todo) > 1:
-            estimate = run_time_estimate(time.monotonic() - started, len(todo) - 1, args.workers)
-            (bar.write if bar is not None else print)(f"  first episode in {time.monotonic() - started:.1f} s: {estimate}")
+        # The first episode pays the env's build (in every worker): the estimate waits for the rate
+        # after it, once each worker has finished an episode more.
+        finished = count[0] - done
+        if finished == 1:
+            first[0] = time.monotonic()
+        elif finished == 1 + max(1, args.workers) and not args.quiet and len(todo) > finished:
+            rate = (time.monotonic() - first[0]) / (finished - 1)
+            (bar.write if bar is not None else print)(
+                f"  first episode in {first[0] - started:.1f} s, then one every {rate:.1f} s: "
+                f"{run_time_estimate(rate, len(todo) - finished)}")
 
     try:
         for redone in redo_reruns(config, out, unrerun):

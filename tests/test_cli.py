@@ -170,7 +170,7 @@ def test_replay_without_recordings_is_a_usage_error(episode, tmp_path, capsys):
     assert f"no recordings in {empty}" in capsys.readouterr().err
     assert main(["replay", str(tmp_path / "missing.msgpack"), str(episode)]) == 2  # the other one is replayed
     out, err = capsys.readouterr()
-    assert "exact: 200 of 200" in out and f"{tmp_path / 'missing.msgpack'}: no such file or directory" in err
+    assert "exact: 200 of 200" in out and f"No such file or directory: {tmp_path / 'missing.msgpack'}" in err
 
 
 class _SpoilRecordings(gym.Wrapper):
@@ -316,8 +316,13 @@ def test_a_mujoco_audit_loads_no_extra_it_does_not_use(tmp_path):
     assert "libvulkan" not in done.stderr
 
 
-def test_an_audit_estimates_its_run_time_after_its_first_episode(tmp_path, capsys):
-    assert main(["audit", "--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--episodes", "2",
-                 "--out", str(tmp_path / "run"), "--no-videos"]) == 0
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_audit_estimates_its_run_time_from_the_rate_after_its_first_episode(tmp_path, capsys, workers):
+    """The first episode pays the env's build, in every worker: the estimate comes from the rate of
+    the episodes after it, and says how many are left."""
+    assert main(["audit", "--env", "simuguard_gym/PlaceCanBasket-MuJoCo-v0", "--episodes", "6", "--workers",
+                 str(workers), "--out", str(tmp_path / "run"), "--no-videos"]) == 0
     out = capsys.readouterr()
-    assert "first episode in " in out.out + out.err and "more for the other 1 episode" in out.out + out.err
+    text = out.out + out.err
+    assert "first episode in " in text and "then one every " in text
+    assert f"more for the other {6 - 1 - workers} episode" in text
