@@ -5,7 +5,7 @@ writes them and ``mani_skill.trajectory.dataset.ManiSkillTrajectoryDataset`` rea
 Per episode: ``actions`` (steps, action size), ``terminated`` and ``truncated`` (steps),
 ``obs`` (steps + 1: ``state``, the tracked bodies' 13 values each, and ``body_pose``/``body_vel``),
 ``env_states/actors/<body>`` (steps + 1, 13: ManiSkill's actor state, position, quaternion w x y
-z, linear and angular velocity). ManiSkill keeps a success flag per step; a recording knows the
+z, linear and angular velocity), named as ManiSkill's state dict names its actors. ManiSkill keeps a success flag per step; a recording knows the
 episode's outcome only, so it is in the JSON's episode entry (``success``), which is what the
 dataset's ``success_only`` reads. simuguard's fields go under ``traj_K/simuguard`` (deepest
 penetration and body pairs per step, the substep each step ends at) and the episode's
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -23,6 +24,16 @@ import numpy as np
 
 from simuguard_gym.export.episodes import StepEpisode, json_value
 from simuguard_gym.output_files import output, write_output
+
+
+def actor_name(body: str) -> str:
+    """The name ManiSkill's state dict gives a recorded body: SAPIEN names ManiSkill's actors with
+    their sub-scene's prefix (``scene-0_cube``), its ``get_state_dict()`` without (``cube``).
+
+    >>> actor_name("scene-0_cube"), actor_name("can")
+    ('cube', 'can')
+    """
+    return re.sub(r"^scene-\d+_", "", body).replace("/", "_")
 
 
 def write_maniskill(episodes: Sequence[StepEpisode], out: str | os.PathLike[str], name: str = "trajectory") -> Path:
@@ -58,7 +69,7 @@ def write_maniskill(episodes: Sequence[StepEpisode], out: str | os.PathLike[str]
             obs.create_dataset("body_vel", data=e.body_vel.astype(np.float32))
             actors = group.create_group("env_states").create_group("actors")
             for j, body in enumerate(e.bodies):
-                actors.create_dataset(body.replace("/", "_"), data=np.concatenate([e.body_pose[:, j], e.body_vel[:, j]], axis=1)
+                actors.create_dataset(actor_name(body), data=np.concatenate([e.body_pose[:, j], e.body_vel[:, j]], axis=1)
                                       .astype(np.float32))
             ours = group.create_group("simuguard")
             ours.create_dataset("deepest_penetration", data=e.deepest.astype(np.float32))
