@@ -109,6 +109,7 @@ def test_the_readme_shell_block_runs_as_written(tmp_path, monkeypatch, capsys, r
 def test_every_command_a_report_offers_runs_on_its_row(tmp_path, capsys, rendering):
     """An audit's report offers replay, rerun, view and video on every row: each runs, on a flagged
     row and an unflagged one (PhysX where SAPIEN is installed, else its MuJoCo twin)."""
+    pytest.importorskip("matplotlib")  # the HTML report is the report extra's
     env_id = "simuguard_gym/PlaceCanBasket-v0" if HAS_SAPIEN else "simuguard_gym/PlaceCanBasket-MuJoCo-v0"
     out = tmp_path / "run"
     code, text = _run(["audit", "--env", env_id, "--policy", "scripted", "--episodes", "2", "--seed-base", "115",
