@@ -86,11 +86,11 @@ def test_help_says_the_exit_codes_and_carries_no_markup():
         assert "``" not in (choice.help or "") and not re.search(r"SimuGuard [A-Z]?\d", choice.help or "")
 
 
-def test_ctrl_c_is_one_line(tmp_path):
+def test_ctrl_c_is_one_line():
     """SIGINT during a long command: one line on stderr, exit 130, no traceback."""
     code = ("import signal, threading, os; from simuguard_gym.cli import main; "
             "threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start(); "
-            f"raise SystemExit(main(['stress', '--poses', '100000']))")
+            "raise SystemExit(main(['stress', '--poses', '100000']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130, done.stderr[-1500:]
     assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith("simuguard stress:")
