@@ -21,6 +21,7 @@ from simuguard_gym.physics.bodies import WATCHED_ROLES
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import Recording, load_recording
 from simuguard_gym.replay.interventions import DEFAULTS
+from simuguard_gym.scoring.report import counted
 
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE = 0, 1, 2
 #: A run stopped by Ctrl-C (or SIGTERM, during an audit): as a shell reports SIGINT.
@@ -303,15 +304,6 @@ def output_directory(out: str | None, suffix: str, default: Any) -> Any:
         raise ValueError(f"--out is a directory (the files in it are named after their inputs), got {out!r}")
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` and the noun, singular or plural: "1 flag", "3 flags", "0 contact artifacts".
-
-    >>> counted(1, "flag"), counted(3, "ejection event")
-    ('1 flag', '3 ejection events')
-    """
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from simuguard_gym.physics.bodies import ROBOT_ROLES
 from simuguard_gym.detection.offline import detect
 from simuguard_gym.recording.format import RecordingError
 from simuguard_gym.recording.reader import load_recording
-from simuguard_gym.scoring.report import return_rows, success_rows
+from simuguard_gym.scoring.report import counted, return_rows, success_rows
 
 #: Seconds shown before and after each artifact's onset.
 WINDOW = (0.3, 0.5)
@@ -302,11 +302,6 @@ def _flag_text(flag: dict[str, Any]) -> str:
         return (f"absurd state of {flag.get('body')}" + (", not finite" if flag.get("non_finite") else "")
                 + f", up to {float(flag.get('max_speed', 0.0)):.3g} m/s")
     return str(flag.get("kind", "flag"))
-
-
-def counted(n: int, noun: str) -> str:
-    """``n noun`` with the noun's plural where ``n`` is not 1."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def false_contact_count(events: list[dict[str, Any]], flags: list[dict[str, Any]]) -> int:

@@ -133,6 +133,15 @@ def return_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("kind") == RETURNS]
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, singular or plural: "1 flag", "3 flags", "0 contact artifacts".
+
+    >>> counted(1, "flag"), counted(3, "ejection event")
+    ('1 flag', '3 ejection events')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_table(rows: Iterable[dict[str, Any]]) -> str:
     """Table 1 for the tasks scored by success, and the returns of those scored by their return."""
     rows = list(rows)
