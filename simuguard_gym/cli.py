@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flagged", action="store_true", help="only recordings that hold a contact artifact")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
+    p.add_argument("--json", action="store_true", help="one JSON line per video written instead of text")
     p.set_defaults(run=_video)
 
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed, from before its first contact "
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
     p.add_argument("--to", required=True, choices=("maniskill",), help="the target format")
     p.add_argument("--out", required=True, help="directory to write the trajectory files in, named after their env")
+    p.add_argument("--json", action="store_true", help="one JSON line per trajectory file pair instead of text")
     p.set_defaults(run=_export)
 
     p = sub.add_parser("report", help="success rates of a directory of recordings: as run, replay-corrected, "
@@ -156,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "yet (`simuguard trace`, a few seconds each; their verdicts go in the HTML report)")
     p.add_argument("--trust", action="store_true", help="let the replays the report makes (traces, robot-link "
                    "speeds) run the code the recordings name, though they are not signed by you")
+    p.add_argument("--json", action="store_true", help="the scores, the paired comparison, what was skipped and "
+                   "the files written as one JSON object instead of text")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("stress", help="random overlapping can poses in PhysX and MuJoCo, per setting: how often each throws the "
@@ -469,6 +473,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _video(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
     from simuguard_gym.audit import holds_artifact
@@ -492,8 +497,13 @@ def _video(args: argparse.Namespace) -> int:
             failed += 1
             print(f"simuguard video: error: {path}: {_error_text(error)}", file=sys.stderr, flush=True)
             continue
-        onset = "" if video.onset_frame is None else f", onset at frame {video.onset_frame} ({video.body})"
-        print(f"{video.path}: {video.frames} frames at {video.fps:g} fps{onset}; replay {video.replay}", flush=True)
+        if args.json:
+            print(json.dumps({"path": str(path), "video": str(video.path), "frames": video.frames, "fps": video.fps,
+                              "onset_frame": video.onset_frame, "body": video.body, "exact": video.exact,
+                              "replay": video.replay}), flush=True)
+        else:
+            onset = "" if video.onset_frame is None else f", onset at frame {video.onset_frame} ({video.body})"
+            print(f"{video.path}: {video.frames} frames at {video.fps:g} fps{onset}; replay {video.replay}", flush=True)
         failed += not video.exact
     return EXIT_DIVERGED if failed else EXIT_OK
 
@@ -582,8 +592,12 @@ def _export(args: argparse.Namespace) -> int:
         names[name] += 1
         name += f"_{names[name]}" if names[name] > 1 else ""
         path = write_maniskill(group, out, name)
-        print(f"wrote {path} and {path.with_suffix('.json').name}: {counted(len(group), 'episode')}, "
-              f"{counted(sum(e.steps for e in group), 'step')} of {env_id}")
+        if args.json:
+            print(json.dumps({"h5": str(path), "json": str(path.with_suffix(".json")), "env_id": env_id,
+                              "episodes": len(group), "steps": sum(e.steps for e in group)}))
+        else:
+            print(f"wrote {path} and {path.with_suffix('.json').name}: {counted(len(group), 'episode')}, "
+                  f"{counted(sum(e.steps for e in group), 'step')} of {env_id}")
     return EXIT_OK if not skipped else EXIT_DIVERGED
 
 
@@ -781,6 +795,7 @@ def _rerun_outcome(episode: dict[str, Any], prefix: str) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
     from simuguard_gym.scoring.report import format_paired, format_table, report, write_report
@@ -789,15 +804,17 @@ def _report(args: argparse.Namespace) -> int:
     rows, paired = report(args.directory, args.versus, skipped)
     for problem in skipped:
         print(f"simuguard report: skipped {problem}", file=sys.stderr)
-    print("success rates in percent; Rep.: as run; Replay: flagged episodes replaced by their verified reruns; "
-          "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
-    print(format_table(rows))
+    say = (lambda text: None) if args.json else print  # --json: one object at the end instead
+    say("success rates in percent; Rep.: as run; Replay: flagged episodes replaced by their verified reruns; "
+        "Excl.: episodes without an artifact; bounds: every flagged episode fails / passes")
+    say(format_table(rows))
     if paired is not None:
-        print(f"A: {args.directory}; B: {args.versus}")
-        print("\n".join(format_paired(paired)))
+        say(f"A: {args.directory}; B: {args.versus}")
+        say("\n".join(format_paired(paired)))
     out = Path(args.out or args.directory)
-    for path in write_report(rows, out, paired, skipped):
-        print(f"wrote {path}")
+    written = write_report(rows, out, paired, skipped)
+    for path in written:
+        say(f"wrote {path}")
     recordings = [p for p in sorted(Path(args.directory).glob("*.msgpack")) if p.is_file()]
     if not args.no_trace:  # each PhysX artifact's verdict in the HTML report
         for problem in trace_artifacts(recordings, args.trust):
@@ -811,10 +828,14 @@ def _report(args: argparse.Namespace) -> int:
 
         speeds = functools.partial(robot_link_speeds, trust=args.trust)
         names = (str(args.directory), str(args.versus)) if args.versus else None
-        print(f"wrote {write_html_report(args.directory, rows, out, speeds, skipped, paired, names=names)[0]} "
-              "(with its plots)")
+        page = write_html_report(args.directory, rows, out, speeds, skipped, paired, names=names)[0]
+        written.append(page)
+        say(f"wrote {page} (with its plots)")
     except ImportError:
         print("note: no HTML report with plots: pip install 'simuguard-gym[report]' (matplotlib)", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"tasks": rows, "paired": {k: c.to_dict() for k, c in (paired or {}).items()} or None,
+                          "skipped": skipped, "written": [str(p) for p in written]}, default=str))
     return EXIT_OK
 
 

@@ -94,3 +94,23 @@ def test_ctrl_c_is_one_line():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130, done.stderr[-1500:]
     assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith("simuguard stress:")
+
+
+def test_the_commands_that_report_results_print_json_lines(recordings, tmp_path, capsys):
+    """`--json` on every command that reads recordings or scores them: one JSON value per line."""
+    for name in (*READERS, "report"):
+        assert any("--json" in a.option_strings for a in _subcommands()[name]._actions), name
+    assert main(["report", str(recordings), "--json", "--out", str(tmp_path / "report")]) == 0
+    (found,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert found["tasks"][-1]["n"] == 2 and any(p.endswith("report.json") for p in found["written"])
+    pytest.importorskip("h5py")
+    assert main(["export", str(recordings), "--to", "maniskill", "--out", str(tmp_path / "out"), "--json"]) == 0
+    (found,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert found["episodes"] == 2 and found["steps"] == 6 and found["h5"].endswith(".h5")
+
+
+def test_video_prints_a_json_line_per_video(recordings, tmp_path, capsys, rendering):
+    pytest.importorskip("av")
+    assert main(["video", str(recordings), "--out", str(tmp_path), "--size", "64", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["frames"] for line in lines] == [3, 3] and all(line["exact"] for line in lines)
