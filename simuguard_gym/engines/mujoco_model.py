@@ -96,7 +96,8 @@ class ModelArrays:
         #: Arrays seen changed in some episode: they go into every later recording too (they are
         #: what the env changes; a replay must not take them from its own build).
         self.changing: set[str] = set()
-        self._listed: tuple[mujoco.MjModel, list[_Span], list[str]] | None = None
+        #: The model the arrays were listed for: its spans, the arrays outside any span, its options.
+        self._listed: tuple[mujoco.MjModel, list[_Span], list[tuple[int, str, np.ndarray]], list[str]] | None = None
 
     def differing(self, model: mujoco.MjModel) -> list[str]:
         """The arrays of ``model`` whose bytes differ from the reference's (or that it lacks)."""
@@ -104,17 +105,15 @@ class ModelArrays:
             found = list(physics_arrays(model))
             arrays = [(name, value) for name, value in found if not name.startswith("opt.")]
             # Scalar options come as copies: read anew each time (a few), in physics_arrays' order.
-            self._listed = (model, _spans(arrays, self._reference_bytes),
+            self._listed = (model, *_spans(arrays, self._reference_bytes),
                             [name for name, _ in found if name.startswith("opt.")])
-        _, spans, options = self._listed
+        _, spans, loose, options = self._listed
         reference = self._reference_bytes
-        out: list[tuple[int, str]] = []
+        out = [(order, name) for order, name, value in loose if value.tobytes() != reference.get(name)]
         for span in spans:
-            if span.address and _same(span.address, span.reference):
-                continue  # every array in it is the reference's, byte for byte
-            out += [(order, name) for order, name, value in span.members
-                    if not (span.address and _same(value.ctypes.data, reference[name]))
-                    and (span.address or value.tobytes() != reference.get(name))]
+            if not _same(span.address, span.reference):  # else every array in it is the reference's
+                out += [(order, name) for order, name, value in span.members
+                        if not _same(value.ctypes.data, reference[name])]
         names = [name for _, name in sorted(out)]
         opt = model.opt  # a new wrapper at every access
         for name in options:
@@ -299,8 +298,8 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Span:
-    """Arrays that lie side by side in a model's memory (``address``; 0: compared one by one),
-    and the bytes the span holds while each is the reference's (``reference``)."""
+    """Arrays that lie side by side in a model's memory from ``address``, and the bytes the span
+    holds while each is the reference's (``reference``)."""
 
     address: int
     reference: bytes
@@ -336,11 +335,13 @@ def _same(address: int, reference: bytes) -> bool:
     return ctypes.string_at(address, len(reference)) == reference
 
 
-def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]) -> list[_Span]:
+def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]
+           ) -> tuple[list[_Span], list[tuple[int, str, np.ndarray]]]:
     """``arrays`` (views on the model's memory) grouped into spans of side-by-side arrays: one
     comparison of a few spans per episode instead of one per array. A span's reference bytes are
     the reference arrays' bytes and, between them, what the memory holds now: where that changes,
-    or an array differs, the span's arrays are compared one by one."""
+    or an array differs, the span's arrays are compared one by one. Also returns the arrays no span
+    can hold (not contiguous, or missing from the reference), as (order, name, view)."""
     placed, loose = [], []
     for order, (name, value) in enumerate(arrays):
         if value.nbytes == 0 and reference.get(name) == b"":
@@ -369,9 +370,7 @@ def _spans(arrays: list[tuple[str, np.ndarray]], reference: dict[str, bytes]) ->
         run.append(item)
     if run:
         close_run()
-    if loose:
-        spans.append(_Span(0, b"", loose))
-    return spans
+    return spans, loose
 
 
 def _write(model: mujoco.MjModel, name: str, value: np.ndarray) -> None:
