@@ -43,6 +43,11 @@ FROM_FILE_HELP = ("replay on the MuJoCo model stored with the recording (models/
 OUT_HELP = "directory to write {what} in, named after its {where} (default: beside the {where})"
 
 
+def _add_paths(p: argparse.ArgumentParser) -> None:
+    """The recordings a command reads: files, or directories of them (every reader takes both)."""
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``simuguard`` command line: one subcommand each, every option with its help."""
     parser = argparse.ArgumentParser(
@@ -54,14 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="print a recording's header, substeps, bodies and contacts")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--allow-partial", action="store_true", help="read the complete chunks of a truncated file")
     p.add_argument("--json", action="store_true", help="one JSON summary per line instead of text")
     p.set_defaults(run=_inspect)
 
     p = sub.add_parser("replay", help="replay recordings in a fresh env; exit 0 if every one is bit-exact, 1 if one "
                        "diverged or could not be replayed (the others are still replayed), 2 if none was given")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--env-fn", help=ENV_FN_HELP)
     p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.add_argument("--from-file", action="store_true", help=FROM_FILE_HELP)
@@ -69,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_replay)
 
     p = sub.add_parser("detect", help="run the contact-artifact detector over recordings and print the events")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--paper", action="store_true", help="the paper's detector (no direct-robot carrier rule) "
                    "instead of the config stored in the recording")
     p.add_argument("--json", action="store_true", help="one JSON report per line instead of text")
@@ -79,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trace", help="follow a reported contact of a PhysX recording out of its scene: its two "
                        "pieces rebuilt alone, moved through their recorded poses in the stock and the repaired engine "
                        "(the false-contact trace); MuJoCo recordings: the geoms' true distance")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--event", type=int, metavar="K", help="trace only the K-th traceable contact (events first, then "
                    "deep-penetration flags; default: all)")
     p.add_argument("--history", type=int, metavar="N", help="substeps of history before the contact (default: all "
@@ -95,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("view", help="export a recording to a rerun-sdk .rrd file from its replay: collision "
                        "geometry, every body's pose, contact points and normals, speeds, the onset and events on a "
                        "time line; open it with `rerun FILE.rrd`")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--out", help=OUT_HELP.format(what="the .rrd", where="recording"))
     p.add_argument("--stride", type=int, help="export every N-th substep (default: at most 5000 frames)")
     p.add_argument("--env-fn", help=ENV_FN_HELP)
@@ -107,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("video", help="an MP4 of recorded episodes rendered from their bit-exact replay, the "
                        "event's onset marked (red border) and its body framed; needs the video extra")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--out", help=OUT_HELP.format(what="each .mp4", where="recording"))
     p.add_argument("--camera", help="a camera of the scene (default: its front view, else one following the "
                    "event's body)")
@@ -121,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rerun", help="rerun a recording with one physics parameter changed, from before its first contact "
                        "artifact (else from its start)")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--intervention",
                    help="e.g. depenetration=1.0, timeconst=0.1, dampratio=2, mass=can:0.1, iterations=32, offset=0.001 "
                    "(default: the engine's, " + ", ".join(f"{v} on {k}" for k, v in DEFAULTS.items()) + ")")
@@ -143,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="recordings as trajectories for other tools: ManiSkill's .h5 + .json (one "
                        "file pair per env), actions and states per step, simuguard's fields alongside; exit 1 if a "
                        "recording was skipped (named on stderr)")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="recordings, or directories of them")
+    _add_paths(p)
     p.add_argument("--to", required=True, choices=("maniskill",), help="the target format")
     p.add_argument("--out", required=True, help="directory to write the trajectory files in, named after their env")
     p.add_argument("--json", action="store_true", help="one JSON line per trajectory file pair instead of text")
