@@ -272,7 +272,7 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
             ("no video", why_no_video or "")) if text)
         seed = rec.header.get("seed")
         lines.append((order, seed if isinstance(seed, int) else 0, rel, (
-            f'<tr class="episode {kind}" data-order="{order}" tabindex="0"><td>{html.escape(rel)}</td>'
+            f'<tr class="episode {kind}" tabindex="0"><td>{html.escape(rel)}</td>'
             f'<td data-sort="{html.escape(str(seed))}">{html.escape(str(seed))}</td><td>{outcome}</td>'
             f'<td>{"yes" if artifacts else "no"}</td><td>{html.escape(short) or "-"}</td>'
             f"<td>{html.escape(outcome_of)}</td><td>{html.escape(short_false) or '-'}</td>"
@@ -284,12 +284,14 @@ def _episode_table(episodes: list[tuple[Path, Any, list, list, int | None]], out
         return ""
     lines.sort(key=lambda line: line[:3])
     flagged = sum(1 for line in lines if line[0] == 0)
+    # Column widths that keep one line per episode at 1280 px (the cells cut what does not fit).
+    widths = "".join(f'<col style="width:{w}%">' for w in (15, 6, 7, 6, 15, 7, 13, 19, 12))
     controls = ('<p class="controls"><label>show <select id="kind"><option value="">all</option>'
                 '<option value="flagged">flagged</option><option value="failure">failures</option></select></label> '
                 '<label>filter <input id="filter" type="search" placeholder="seed, body, verdict"></label> '
                 "<span>click a line for its details and commands; a column head sorts</span></p>")
     return (f'<h2 id="episodes">Episodes ({len(lines)}, {flagged} flagged)</h2>{controls}'
-            f'<table class="episodes"><thead>{head}</thead><tbody>{"".join(line[3] for line in lines)}</tbody>'
+            f'<table class="episodes"><colgroup>{widths}</colgroup><thead>{head}</thead><tbody>{"".join(line[3] for line in lines)}</tbody>'
             f"</table>")
 
 
@@ -379,7 +381,7 @@ figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption{{font-size:90%;color:#44
 replaced by their verified reruns. Excl.: episodes without a contact artifact. Bounds: every
 flagged episode fails / passes.</p>
 {f"<table>{header}{body}</table>" if rows else ""}{_returns_table(returns)}{left_out}{_paired_table(paired, names)}
-{_with_columns(episodes)}{images}{manifest}{_SCRIPT if episodes else ""}</body></html>
+{episodes}{images}{manifest}{_SCRIPT if episodes else ""}</body></html>
 """
 
 
@@ -387,12 +389,6 @@ def _without_lone_total(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The table's rows, less the total where it repeats the only task's row."""
     tasks = [r for r in rows if r["task"] != "all"]
     return tasks if len(tasks) == 1 else rows
-
-
-def _with_columns(episodes: str) -> str:
-    """The episode table with its column widths (one line per episode at 1280 px)."""
-    widths = "".join(f'<col style="width:{w}%">' for w in (15, 6, 7, 6, 15, 7, 13, 19, 12))
-    return episodes.replace('<table class="episodes"><thead>', f'<table class="episodes"><colgroup>{widths}</colgroup><thead>', 1)
 
 
 #: Sorting by a column head, filtering by text and kind, and a line's details on click (or Enter).
