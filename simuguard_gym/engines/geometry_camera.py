@@ -62,7 +62,7 @@ class GeometryCamera:
                                                               max(int(height), int(width))))
         self.data = mujoco.MjData(self.model)
         # Mocap index of each body of the scene (every body has one: a body without shapes draws nothing).
-        self._mocap = np.array([self.model.body_mocapid[i + 1] for i in range(len(self._names))], np.int64)
+        self._mocap = self.model.body_mocapid[1:len(self._names) + 1].astype(np.int64)
         self._place(poses)
         body = _body_name(self._names.index(follow)) if follow in self._names else None
         view = None if body is not None else _view_of(self.model, self.data)
