@@ -14,6 +14,7 @@ import pytest
 import simuguard_gym.envs  # noqa: F401 - registers MujocoScene-v0
 from simuguard_gym import ArtifactMonitor
 from simuguard_gym.engines.mujoco_screen import MujocoScreen
+from simuguard_gym.envs.mujoco_scene import MujocoSceneEnv
 from simuguard_gym.wrappers.info_key import INFO_KEY
 
 pytestmark = pytest.mark.skipif(MujocoScreen.extension is None, reason="the C extension is not built")
@@ -357,4 +358,46 @@ def test_a_failing_one_call_step_is_reported_not_raised(monkeypatch):
         np.testing.assert_array_equal(obs, expected)
         assert reward == expected_reward
     assert [(e["type"], e["message"]) for e in info[INFO_KEY]["errors"]] == [("RuntimeError", "the screen's call failed")]
+    env.close()
+
+
+class _ControlledPerSubstep(MujocoSceneEnv):
+    """A scene stepped as robosuite's controllers step theirs: one mj_step per substep, the
+    controls (and, at some substeps, an applied force) written before each; the state each
+    substep starts from, as MuJoCo gives it, kept for the test."""
+
+    def __init__(self, xml: str) -> None:
+        super().__init__(xml, frame_skip=6)
+        self.started: list[np.ndarray] = []
+
+    def _step_mujoco_simulation(self, ctrl: np.ndarray, n_frames: int) -> None:
+        size = mujoco.mj_stateSize(self.model, mujoco.mjtState.mjSTATE_INTEGRATION)
+        for k in range(n_frames):
+            self.data.ctrl[:] = ctrl * (1 + 0.1 * k)
+            self.data.xfrc_applied[2, 0] = 0.5 if k % 3 == 0 else self.data.xfrc_applied[2, 0]
+            state = np.empty(size)
+            mujoco.mj_getState(self.model, self.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
+            self.started.append(state)
+            mujoco.mj_step(self.model, self.data)
+
+
+def test_the_ring_gives_the_states_substeps_started_from_with_inputs_written_between_them():
+    """The ring keeps the integrated state every substep and the inputs where they changed: the
+    states it gives back are MuJoCo's own, bit for bit, where the env writes its controls before
+    every substep and an applied force before some, and where it writes them once a step."""
+    xml, actions = scenes.basket_shoved()
+    env = ArtifactMonitor(_ControlledPerSubstep(xml))
+    env.reset(seed=0)
+    env.step(actions[0])  # the hooks' episode learns how the env steps
+    env.reset(seed=1)
+    assert env.screened is not None
+    inner = env.unwrapped
+    inner.started.clear()
+    for action in actions[:20]:
+        env.step(action + 1.0)
+    screen = env.screened.screen
+    lo = screen.oldest
+    given = screen.states(lo, screen.seen)
+    assert len(given) == len(inner.started[lo:]) >= 60
+    np.testing.assert_array_equal(given.view(np.uint64), np.array(inner.started[lo:]).view(np.uint64))
     env.close()

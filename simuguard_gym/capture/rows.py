@@ -114,3 +114,29 @@ class SpanRows(StateRows):
         if len(self._byte_columns):
             out[:, self._byte_columns] = rows[:, self._bytes_at]
         return out
+
+    def word_runs(self, words: np.ndarray, *, fill: np.ndarray | None = None,
+                  max_gap: int = 0) -> list[tuple[int, int, int]]:
+        """Where the row words ``words`` (a mask over a row's words) come from: (source address,
+        bytes, byte offset in a row) per run of them, one run never crossing a span, clipped to
+        the span's own bytes. Gaps of at most ``max_gap`` words of ``fill`` (padding nothing
+        else needs) are copied along: one copy where MuJoCo's alignment splits a few."""
+        words = np.asarray(words, bool)
+        fill = np.zeros(len(words), bool) if fill is None else np.asarray(fill, bool)
+        runs: list[tuple[int, int, int]] = []
+        for address, nbytes, at in self.sources:
+            first, end = at // 8, (at + nbytes + 7) // 8
+            wanted = np.flatnonzero(words[first:end]) + first
+            if not len(wanted):
+                continue
+            start = previous = int(wanted[0])
+            for word in [*wanted[1:].tolist(), None]:
+                if word is not None and (word == previous + 1 or (
+                        word - previous - 1 <= max_gap and fill[previous + 1:word].all())):
+                    previous = word
+                    continue
+                lo, hi = start * 8, min((previous + 1) * 8, at + nbytes)
+                runs.append((address + lo - at, hi - lo, lo))
+                if word is not None:
+                    start = previous = word
+        return runs

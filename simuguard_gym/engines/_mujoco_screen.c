@@ -5,8 +5,11 @@
  * point mjData holds the state the substep starts from (the state the previous one ended in,
  * with whatever the env wrote since), its centre-of-mass velocities and its contacts. For each
  * scene bound here the callback
- *   - copies that start state into a ring of rows (spans of mjData's buffer, as the substep copy
- *     does): any substep of the last rows can be re-simulated bit for bit from it;
+ *   - copies that start state into a ring of rows: its integrated part (time, positions,
+ *     velocities, warm start, ...: runs of mjData's buffer) every substep, its inputs (controls,
+ *     applied forces, mocap, ...) only where they differ from the inputs kept last, into a ring of
+ *     their own that each substep's row points into (an env writes them between env steps, not
+ *     between the substeps of one): any substep of the last rows can be re-simulated bit for bit;
  *   - screens the state the previous substep ended in: a watched body that touched something
  *     within the contact window, moves faster than the candidate speed and changed its velocity
  *     by at least the candidate change (the detector's stage-1 rule, conservatively), or any
@@ -37,9 +40,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_SPANS 8
+#define MAX_SEGMENTS 24
 #define MAX_SCREENS 256
-#define BINDING_VERSION 1
+#define BINDING_VERSION 2
 /* A threshold is met within this relative margin: the screen reads speeds computed otherwise
  * than the detector's decode, and must never miss what the detector would find. */
 #define MARGIN 1e-9
@@ -52,13 +55,19 @@ typedef struct {
     uint64_t time_src;             /* double: mjData's time */
     int64_t current;               /* the substep the last call was for (-1: none yet) */
     double current_time;           /* the time it started at */
-    uint64_t nspans;
-    uint64_t span_src[MAX_SPANS];
-    int64_t span_bytes[MAX_SPANS];
-    int64_t span_offset[MAX_SPANS];
-    uint64_t rows;                 /* the ring: capacity rows of row_bytes */
+    uint64_t nsegments;            /* runs of mjData's buffer a row copies */
+    uint64_t seg_src[MAX_SEGMENTS];
+    int64_t seg_bytes[MAX_SEGMENTS];
+    int64_t seg_offset[MAX_SEGMENTS]; /* in its row: a state row, or an input row */
+    int64_t seg_input[MAX_SEGMENTS];  /* 1: an input, copied where it changed */
+    uint64_t rows;                 /* the ring: capacity rows of row_bytes (the integrated state) */
     int64_t row_bytes;
     int64_t capacity;
+    uint64_t inputs;               /* the inputs' ring: capacity rows of input_bytes */
+    int64_t input_bytes;
+    uint64_t input_of;             /* int64 per ring row: the input row (a count: % capacity) it started with */
+    int64_t ninputs;               /* input rows written this episode */
+    int64_t input_from;            /* the substep that wrote the last one */
     int64_t seen;                  /* one past the highest substep index seen */
     int64_t moved;                 /* one past the highest substep whose end state was screened */
     int64_t ntracked;
@@ -229,10 +238,31 @@ static void settle_contacts(screen_binding *b) {
     b->npending = 0;
 }
 
+/* Substep k's start state: the integrated part into its row, the inputs where they changed. At
+ * most one input row per substep (a second call of substep k rewrites its own): a row of the ring
+ * points to an input row no more than capacity input rows old, which the input ring still holds. */
 static void copy_row(screen_binding *b, int64_t k) {
-    char *row = (char *)b->rows + (k % b->capacity) * b->row_bytes;
-    for (uint64_t s = 0; s < b->nspans && s < MAX_SPANS; s++)
-        memcpy(row + b->span_offset[s], (const void *)b->span_src[s], (size_t)b->span_bytes[s]);
+    int64_t slot = k % b->capacity;
+    char *row = (char *)b->rows + slot * b->row_bytes;
+    char *last = b->ninputs > 0 ? (char *)b->inputs + ((b->ninputs - 1) % b->capacity) * b->input_bytes : NULL;
+    int changed = last == NULL;
+    for (uint64_t s = 0; s < b->nsegments && s < MAX_SEGMENTS; s++) {
+        const void *src = (const void *)b->seg_src[s];
+        if (!b->seg_input[s])
+            memcpy(row + b->seg_offset[s], src, (size_t)b->seg_bytes[s]);
+        else if (!changed && memcmp(last + b->seg_offset[s], src, (size_t)b->seg_bytes[s]) != 0)
+            changed = 1;
+    }
+    if (changed) {
+        if (last == NULL || b->input_from != k)
+            b->ninputs++;
+        char *in = (char *)b->inputs + ((b->ninputs - 1) % b->capacity) * b->input_bytes;
+        for (uint64_t s = 0; s < b->nsegments && s < MAX_SEGMENTS; s++)
+            if (b->seg_input[s])
+                memcpy(in + b->seg_offset[s], (const void *)b->seg_src[s], (size_t)b->seg_bytes[s]);
+        b->input_from = k;
+    }
+    ((int64_t *)b->input_of)[slot] = b->ninputs - 1;
 }
 
 static void screen_substep(screen_binding *b) {
@@ -414,8 +444,9 @@ static PyObject *callback_address(PyObject *self, PyObject *unused) {
 
 static const struct { const char *name; size_t offset, size; } LAYOUT[] = {
     FIELD(version), FIELD(data), FIELD(step_count), FIELD(base), FIELD(time_src), FIELD(current),
-    FIELD(current_time), FIELD(nspans), FIELD(span_src),
-    FIELD(span_bytes), FIELD(span_offset), FIELD(rows), FIELD(row_bytes), FIELD(capacity), FIELD(seen),
+    FIELD(current_time), FIELD(nsegments), FIELD(seg_src), FIELD(seg_bytes), FIELD(seg_offset), FIELD(seg_input),
+    FIELD(rows), FIELD(row_bytes), FIELD(capacity), FIELD(inputs), FIELD(input_bytes), FIELD(input_of),
+    FIELD(ninputs), FIELD(input_from), FIELD(seen),
     FIELD(moved), FIELD(ntracked), FIELD(tracked), FIELD(kind), FIELD(rootid), FIELD(cvel), FIELD(xipos),
     FIELD(subtree_com), FIELD(vel), FIELD(running), FIELD(speed0), FIELD(fastest), FIELD(last_touch),
     FIELD(touching),

@@ -50,8 +50,15 @@ from simuguard_gym.engines import mujoco_memory
 
 logger = logging.getLogger(__name__)
 
-MAX_SPANS = 8
-BINDING_VERSION = 1
+MAX_SEGMENTS = 24
+BINDING_VERSION = 2
+#: The state components an env or its user writes (between env steps): a row points to a copy of
+#: them made where they changed. Every other component (MuJoCo's integrated state, and any it
+#: adds) is copied every substep.
+INPUT_COMPONENTS = frozenset({"ctrl", "qfrc_applied", "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat",
+                              "userdata"})
+#: Words of alignment padding a copy of the state takes along rather than split in two.
+_PADDING_WORDS = 8
 #: Deep body pairs the callback counts (more end the screening for the episode: hooks again).
 PAIR_CAPACITY = 256
 #: Deep contact points of one substep the callback holds until the substep ends.
@@ -67,9 +74,12 @@ class ScreenBinding(ctypes.Structure):
     _fields_ = [
         ("version", ctypes.c_uint64), ("data", ctypes.c_uint64), ("step_count", ctypes.c_uint64),
         ("base", ctypes.c_int64), ("time_src", ctypes.c_uint64), ("current", ctypes.c_int64),
-        ("current_time", ctypes.c_double), ("nspans", ctypes.c_uint64), ("span_src", ctypes.c_uint64 * MAX_SPANS),
-        ("span_bytes", ctypes.c_int64 * MAX_SPANS), ("span_offset", ctypes.c_int64 * MAX_SPANS),
+        ("current_time", ctypes.c_double), ("nsegments", ctypes.c_uint64),
+        ("seg_src", ctypes.c_uint64 * MAX_SEGMENTS), ("seg_bytes", ctypes.c_int64 * MAX_SEGMENTS),
+        ("seg_offset", ctypes.c_int64 * MAX_SEGMENTS), ("seg_input", ctypes.c_int64 * MAX_SEGMENTS),
         ("rows", ctypes.c_uint64), ("row_bytes", ctypes.c_int64), ("capacity", ctypes.c_int64),
+        ("inputs", ctypes.c_uint64), ("input_bytes", ctypes.c_int64), ("input_of", ctypes.c_uint64),
+        ("ninputs", ctypes.c_int64), ("input_from", ctypes.c_int64),
         ("seen", ctypes.c_int64), ("moved", ctypes.c_int64), ("ntracked", ctypes.c_int64),
         ("tracked", ctypes.c_uint64), ("kind", ctypes.c_uint64), ("rootid", ctypes.c_uint64),
         ("cvel", ctypes.c_uint64), ("xipos", ctypes.c_uint64), ("subtree_com", ctypes.c_uint64),
@@ -138,6 +148,8 @@ class MujocoScreen:
         self._arrays: dict[str, np.ndarray] = {}
         self._replayer: Any = None  # (scratch adapter, its tap, the decoded batches), made on first use
         self._rows: SpanRows | None = None
+        #: (is an input, offset in its ring's row, bytes, offset in a SpanRows row) per copied run
+        self._segments: list[tuple[bool, int, int, int]] = []
         self._key: tuple[Any, ...] | None = None  # the scene and tracked set the binding holds
         self._finalizer: weakref.finalize | None = None
         self._owners: tuple[Any, ...] = ()
@@ -191,7 +203,7 @@ class MujocoScreen:
                 "max_speed": config.max_speed, "max_penetration": config.max_penetration,
                 "w_contact": config.substeps(config.contact_window, dt), "w_carrier": config.substeps(config.carrier_window, dt),
                 "flagged": -1, "unreadable": 0, "npairs": 0, "pair_overflow": 0, "npending": 0, "npairs_told": 0,
-                "polled_at": 0,
+                "polled_at": 0, "ninputs": 0, "input_from": -1,
                 "refresh_at": refresh_every}.items():
             setattr(b, name, value)
         if not self._install():
@@ -214,7 +226,10 @@ class MujocoScreen:
         model, data = adapter.model, adapter.data
         rows = adapter.state_rows()
         counter, time = mujoco_memory.step_counter_address(data), mujoco_memory.time_address(data)
-        if not isinstance(rows, SpanRows) or len(rows.sources) > MAX_SPANS or counter is None or not time:
+        if not isinstance(rows, SpanRows) or counter is None or not time:
+            return False
+        segments = self._segments_of(rows, adapter.state_layout())
+        if len(segments) > MAX_SEGMENTS:
             return False
         sources = adapter.copy_sources()
         ncon = sources.count if sources is not None else mujoco_memory.ncon_address(data)
@@ -227,7 +242,11 @@ class MujocoScreen:
         body_col[tracked] = np.arange(n, dtype=np.int32)
         width = max(n, 1)
         a = self._arrays
-        a.update(rows=np.zeros((capacity, rows.row_bytes), np.uint8), tracked=np.asarray(tracked, np.int32),
+        row_bytes = sum(nbytes for is_input, _, nbytes, _, _ in segments if not is_input)
+        input_bytes = sum(nbytes for is_input, _, nbytes, _, _ in segments if is_input)
+        a.update(rows=np.zeros((capacity, max(row_bytes, 1)), np.uint8),
+                 inputs=np.zeros((capacity, max(input_bytes, 1)), np.uint8), input_of=np.zeros(capacity, np.int64),
+                 tracked=np.asarray(tracked, np.int32),
                  kind=np.asarray(kinds, np.uint8), rootid=model.body_rootid.astype(np.int32),
                  vel=np.zeros((width, 3)), running=np.zeros(width), speed0=np.zeros(width),
                  fastest=np.zeros((capacity, width)), last_touch=np.zeros(width, np.int64),
@@ -239,21 +258,41 @@ class MujocoScreen:
         b = self.binding
         for name, value in {
                 "version": BINDING_VERSION, "data": data._address, "step_count": counter, "time_src": time,
-                "nspans": len(rows.sources), "row_bytes": rows.row_bytes, "capacity": capacity, "ntracked": n,
+                "nsegments": len(segments), "row_bytes": row_bytes, "input_bytes": input_bytes, "capacity": capacity,
+                "ntracked": n,
                 "cvel": data.cvel.ctypes.data, "xipos": data.xipos.ctypes.data, "subtree_com": data.subtree_com.ctypes.data,
                 "ncon": ncon, "contacts": sources.records if sources is not None else 0, "stride": dtype.itemsize,
                 "dist_offset": dtype.fields["dist"][1], "geom_offset": dtype.fields["geom"][1], "ngeom": model.ngeom,
                 "nbody": model.nbody, "pair_cap": PAIR_CAPACITY, "pending_cap": PENDING_CAPACITY}.items():
             setattr(b, name, value)
-        for name in ("rows", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest", "last_touch",
+        for name in ("rows", "inputs", "input_of", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest", "last_touch",
                      "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
             setattr(b, name, a[name].ctypes.data)
-        for i, (address, nbytes, offset) in enumerate(rows.sources):
-            b.span_src[i], b.span_bytes[i], b.span_offset[i] = address, nbytes, offset
+        for i, (is_input, offset, nbytes, address, _) in enumerate(segments):
+            b.seg_src[i], b.seg_bytes[i], b.seg_offset[i], b.seg_input[i] = address, nbytes, offset, int(is_input)
+        self._segments = [(is_input, offset, nbytes, at) for is_input, offset, nbytes, _, at in segments]
         self._rows, self._owners = rows, (data, model, sources)
         self._qpos_at = next(c.offset for c in adapter.state_layout() if c.name == "qpos")
         self._key = key
         return True
+
+    @staticmethod
+    def _segments_of(rows: SpanRows, layout: list[Any]) -> list[tuple[bool, int, int, int, int]]:
+        """The runs a ring row copies: (is an input, offset in its ring's row, bytes, source
+        address, offset in a ``rows`` row), the integrated state's first."""
+        ranges = rows.word_ranges(layout)
+        inputs, state = np.zeros(rows.row_bytes // 8, bool), np.zeros(rows.row_bytes // 8, bool)
+        state[0] = True  # the time
+        for component, (lo, hi) in zip(layout, ranges.tolist()):
+            (inputs if component.name in INPUT_COMPONENTS else state)[lo:hi] = True
+        padding = ~(inputs | state)
+        out: list[tuple[bool, int, int, int, int]] = []
+        for is_input, words in ((False, state), (True, inputs)):
+            offset = 0
+            for address, nbytes, at in rows.word_runs(words, fill=padding, max_gap=_PADDING_WORDS):
+                out.append((is_input, offset, nbytes, address, at))
+                offset += nbytes
+        return out
 
     def stop(self) -> None:
         """Screen nothing more (the callback goes once no screen runs)."""
@@ -404,9 +443,16 @@ class MujocoScreen:
         b = self.binding
         if lo < 0 or hi > b.seen or b.seen - lo > b.capacity:
             raise ValueError(f"substeps {lo}-{hi} are not in the ring ({b.seen} seen, {b.capacity} kept)")
-        index = np.arange(lo, hi) % b.capacity
+        a, index = self._arrays, np.arange(lo, hi) % b.capacity
         assert self._rows is not None
-        return self._rows.states(self._arrays["rows"][index])
+        inputs = a["input_of"][index]
+        if len(inputs) and inputs.min() < b.ninputs - b.capacity:
+            raise ValueError(f"the inputs of substeps {lo}-{hi} are no longer in the ring")
+        state, given = a["rows"][index], a["inputs"][inputs % b.capacity]
+        full = np.zeros((len(index), self._rows.row_bytes), np.uint8)
+        for is_input, offset, nbytes, at in self._segments:
+            full[:, at:at + nbytes] = (given if is_input else state)[:, offset:offset + nbytes]
+        return self._rows.states(full)
 
     def replay(self, lo: int, hi: int, make_tap: Callable[[Any, Callable[..., None]], Any],
                sink: Callable[..., None]) -> None:
