@@ -5,6 +5,8 @@ control callback of the user's, an env stepping in halves) the hooks run and say
 
 from __future__ import annotations
 
+import tempfile
+
 import artifact_scenes as scenes
 import gymnasium as gym
 import mujoco
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 
 import simuguard_gym.envs  # noqa: F401 - registers MujocoScene-v0
-from simuguard_gym import ArtifactMonitor
+from simuguard_gym import ArtifactMonitor, RecordPhysics
 from simuguard_gym.engines.mujoco_screen import MujocoScreen
 from simuguard_gym.envs.mujoco_scene import MujocoSceneEnv
 from simuguard_gym.wrappers.info_key import INFO_KEY
@@ -296,11 +298,13 @@ def _entries(make, inject, steps=120, episodes=2):
     return out
 
 
-@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Walker2d-v5"])
-def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, monkeypatch):
+@pytest.mark.parametrize("env_id, recorded", [("HalfCheetah-v5", False), ("Walker2d-v5", False),
+                                              ("HalfCheetah-v5", True)])
+def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, recorded, monkeypatch, tmp_path):
     """While an episode has found nothing, one C call polls the screen and builds the step's
     output (quiet_step); it returns what the Python path returns, before and after the episode's
-    first deep-penetration flag (the first of these random episodes raises one)."""
+    first deep-penetration flag (the first of these random episodes raises one), also into the
+    entry of a RecordPhysics inside."""
     calls = {"quiet": 0}
     original = MujocoScreen.quiet_step_call
 
@@ -314,7 +318,8 @@ def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, monk
         return call
 
     def make():
-        return gym.make(env_id, terminate_when_unhealthy=False) if env_id == "Walker2d-v5" else gym.make(env_id)
+        env = gym.make(env_id, terminate_when_unhealthy=False) if env_id == "Walker2d-v5" else gym.make(env_id)
+        return RecordPhysics(env, tempfile.mkdtemp(dir=tmp_path)) if recorded else env
 
     monkeypatch.setattr(MujocoScreen, "quiet_step_call", counted)
     fast = _entries(make, None, steps=150)
@@ -324,6 +329,10 @@ def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, monk
     assert len(fast) == len(python) == 300
     for a, b in zip(fast, python):
         np.testing.assert_array_equal(a[0], b[0])
+        if recorded:  # each run records into files of its own
+            a, b = (r[:4] + ({**r[4], INFO_KEY: {k: v for k, v in r[4][INFO_KEY].items() if k != "recording"}},)
+                    for r in (a, b))
+            assert set(a[4][INFO_KEY]) >= {"substeps", "errors", "artifact", "events", "flags"}
         assert a[1:] == b[1:]  # reward, terminated, truncated, info with its entry
     flagged = [bool(info[INFO_KEY]["flags"]) for *_, info in fast]
     assert any(not flagged[k] and flagged[k + 1] for k in range(149))  # a quiet step, then a flagged one
@@ -331,11 +340,13 @@ def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, monk
 
 def test_the_one_call_step_leaves_other_results_to_python():
     quiet_step = MujocoScreen.extension.quiet_step
-    for result in [(1, 0.0, False, False, {INFO_KEY: {}}), (1, 0.0, True, False, {}), (1, 0.0, False, True, {}),
+    for result in [(1, 0.0, False, False, {INFO_KEY: None}), (1, 0.0, False, False, {INFO_KEY: {"errors": ()}}),
+                   (1, 0.0, True, False, {}), (1, 0.0, False, True, {}),
                    (1, 0.0, False, False, []), (1, 0.0, False, False), [1, 0.0, False, False, {}]]:
         assert quiet_step(0, result) is None  # decided before the screen is read (address 0: none)
-    with pytest.raises(ValueError, match="no screen binding"):  # a result to poll, and no screen to poll
-        quiet_step(0, (1, 0.0, False, False, {}))
+    for info in [{}, {INFO_KEY: {}}, {INFO_KEY: {"errors": [], "substeps": 5}}]:
+        with pytest.raises(ValueError, match="no screen binding"):  # a result to poll, and no screen to poll
+            quiet_step(0, (1, 0.0, False, False, info))
     with pytest.raises(ValueError, match="no screen binding"):
         MujocoScreen.extension.poll(0)
 

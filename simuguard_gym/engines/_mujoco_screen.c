@@ -353,9 +353,11 @@ static PyObject *key_simuguard, *key_artifact, *key_events, *key_flags, *key_err
 
 /* An env step's result (obs, reward, terminated, truncated, info) as the monitor returns it when
  * the episode goes on and nothing was found, in one call: None where the result is not that
- * case's (the episode ends, info is no dict or holds the monitor's key already; nothing polled),
- * poll()'s bits where the screen has work for the caller, else the result with info copied and
- * the monitor's entry {"artifact": False, "events": [], "flags": [], "errors": []} added. */
+ * case's (the episode ends, info is no dict, or holds the monitor's key with no dict, or a dict
+ * whose errors are no list; nothing polled), poll()'s bits where the screen has work for the
+ * caller, else the result with info copied and the monitor's entry added as with_simuguard()
+ * adds it: {"artifact": False, "events": [], "flags": [], "errors": []}, into a copy of the entry
+ * an inner wrapper wrote (a RecordPhysics inside), its errors kept. */
 static PyObject *quiet_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 5) {
         if (nargs == 2)
@@ -373,10 +375,23 @@ static PyObject *quiet_step(PyObject *self, PyObject *const *args, Py_ssize_t na
             Py_RETURN_NONE;
         }
     }
-    int has_key = PyDict_Contains(info, key_simuguard);
-    if (has_key != 0) {
+    /* Everything that sends the step to Python is decided before the screen is polled: a poll
+     * tells each new deep pair once. */
+    PyObject *inner = PyDict_GetItemWithError(info, key_simuguard), *inner_errors = NULL; /* borrowed */
+    if (inner == NULL && PyErr_Occurred()) {
         PyErr_Clear();
         Py_RETURN_NONE;
+    }
+    if (inner != NULL) {
+        if (!PyDict_CheckExact(inner))
+            Py_RETURN_NONE;
+        inner_errors = PyDict_GetItemWithError(inner, key_errors);
+        if (inner_errors == NULL && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (inner_errors != NULL && !PyList_CheckExact(inner_errors))
+            Py_RETURN_NONE;
     }
     screen_binding *b = binding_at(args[0]);
     if (b == NULL)
@@ -385,8 +400,10 @@ static PyObject *quiet_step(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (tell)
         return PyLong_FromLong(tell);
     PyObject *out = NULL, *entry = NULL, *events = NULL, *flags = NULL, *errors = NULL, *step = NULL;
-    if ((out = PyDict_Copy(info)) == NULL || (entry = PyDict_New()) == NULL || (events = PyList_New(0)) == NULL ||
-        (flags = PyList_New(0)) == NULL || (errors = PyList_New(0)) == NULL)
+    if ((out = PyDict_Copy(info)) == NULL || (entry = inner != NULL ? PyDict_Copy(inner) : PyDict_New()) == NULL ||
+        (events = PyList_New(0)) == NULL || (flags = PyList_New(0)) == NULL ||
+        (errors = inner_errors != NULL ? PyList_GetSlice(inner_errors, 0, PyList_GET_SIZE(inner_errors))
+                                       : PyList_New(0)) == NULL)
         goto done;
     if (PyDict_SetItem(entry, key_artifact, Py_False) < 0 || PyDict_SetItem(entry, key_events, events) < 0 ||
         PyDict_SetItem(entry, key_flags, flags) < 0 || PyDict_SetItem(entry, key_errors, errors) < 0 ||
