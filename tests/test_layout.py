@@ -33,7 +33,7 @@ ENGINE_FREE = ("recording", "detection", "scoring", "identify", "capture", "phys
 #: and ManiSkill scenes be built without a rendering device), and what both share.
 ADAPTER_MODULES = {"__init__.py", "base.py", "mujoco.py", "mujoco_contacts.py", "mujoco_hooking.py",
                    "mujoco_geometry.py", "mujoco_interventions.py", "mujoco_kinematics.py", "mujoco_memory.py",
-                   "mujoco_model.py", "mujoco_render.py", "geometry_camera.py", "mujoco_stored.py", "mujoco_screen.py", "_mujoco_screen.c",
+                   "mujoco_model.py", "mujoco_render.py", "geometry_camera.py", "mujoco_stored.py", "mujoco_screen.py", "mujoco_screen_binding.py", "_mujoco_screen.c",
                    "_mujoco_kinematics.c", "libmujoco.py", "mujoco_step.py", "_mujoco_step.c",
                    "sapien.py", "sapien_contacts.py", "sapien_geometry.py", "sapien_headless.py",
                    "sapien_interventions.py", "_physx_capture.c"}

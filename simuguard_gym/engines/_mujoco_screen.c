@@ -29,8 +29,9 @@
  * monitor's empty info entry added: one C call for what an RL loop's step pays when nothing happens.
  *
  * Knows nothing of MuJoCo's headers: every address, offset and array comes from
- * engines/mujoco_screen.py (ScreenBinding mirrors screen_binding field by field, every field 8 bytes;
- * binding_layout() gives the offsets, compared before anything is bound). Optional (setup.py):
+ * engines/mujoco_screen.py (ScreenBinding, in engines/mujoco_screen_binding.py, mirrors screen_binding
+ * field by field, every field 8 bytes; binding_layout() gives the offsets, compared before anything
+ * is bound). Optional (setup.py):
  * without it the monitor runs its Python hooks around each substep.
  */
 #define PY_SSIZE_T_CLEAN

@@ -36,7 +36,6 @@ True
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -47,11 +46,8 @@ import numpy as np
 
 from simuguard_gym.capture.rows import SpanRows
 from simuguard_gym.engines import mujoco_memory
+from simuguard_gym.engines.mujoco_screen_binding import BINDING_VERSION, MAX_SEGMENTS, ScreenBinding, load_extension
 
-logger = logging.getLogger(__name__)
-
-MAX_SEGMENTS = 24
-BINDING_VERSION = 2
 #: The state components an env or its user writes (between env steps): a row points to a copy of
 #: them made where they changed. Every other component (MuJoCo's integrated state, and any it
 #: adds) is copied every substep.
@@ -64,54 +60,6 @@ PAIR_CAPACITY = 256
 #: Deep contact points of one substep the callback holds until the substep ends.
 PENDING_CAPACITY = 4096
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
-
-
-class ScreenBinding(ctypes.Structure):
-    """What the callback reads and writes for one scene: mirrors ``screen_binding`` in
-    ``_mujoco_screen.c`` field by field (every field 8 bytes); compared with the extension's
-    ``binding_layout()`` before it is used."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint64), ("data", ctypes.c_uint64), ("step_count", ctypes.c_uint64),
-        ("base", ctypes.c_int64), ("time_src", ctypes.c_uint64), ("current", ctypes.c_int64),
-        ("current_time", ctypes.c_double), ("nsegments", ctypes.c_uint64),
-        ("seg_src", ctypes.c_uint64 * MAX_SEGMENTS), ("seg_bytes", ctypes.c_int64 * MAX_SEGMENTS),
-        ("seg_offset", ctypes.c_int64 * MAX_SEGMENTS), ("seg_input", ctypes.c_int64 * MAX_SEGMENTS),
-        ("rows", ctypes.c_uint64), ("row_bytes", ctypes.c_int64), ("capacity", ctypes.c_int64),
-        ("inputs", ctypes.c_uint64), ("input_bytes", ctypes.c_int64), ("input_of", ctypes.c_uint64),
-        ("ninputs", ctypes.c_int64), ("input_from", ctypes.c_int64),
-        ("seen", ctypes.c_int64), ("moved", ctypes.c_int64), ("ntracked", ctypes.c_int64),
-        ("tracked", ctypes.c_uint64), ("kind", ctypes.c_uint64), ("rootid", ctypes.c_uint64),
-        ("cvel", ctypes.c_uint64), ("xipos", ctypes.c_uint64), ("subtree_com", ctypes.c_uint64),
-        ("vel", ctypes.c_uint64), ("running", ctypes.c_uint64), ("speed0", ctypes.c_uint64),
-        ("fastest", ctypes.c_uint64), ("last_touch", ctypes.c_uint64), ("touching", ctypes.c_uint64),
-        ("ncon", ctypes.c_uint64),
-        ("contacts", ctypes.c_uint64), ("stride", ctypes.c_int64), ("dist_offset", ctypes.c_int64),
-        ("geom_offset", ctypes.c_int64), ("ngeom", ctypes.c_int64), ("nbody", ctypes.c_int64),
-        ("geom_body", ctypes.c_uint64), ("body_col", ctypes.c_uint64), ("body_class", ctypes.c_uint64),
-        ("min_speed", ctypes.c_double), ("dv_min", ctypes.c_double), ("ratio", ctypes.c_double),
-        ("max_speed", ctypes.c_double), ("max_penetration", ctypes.c_double), ("w_contact", ctypes.c_int64),
-        ("w_carrier", ctypes.c_int64), ("flagged", ctypes.c_int64), ("unreadable", ctypes.c_int64),
-        ("pairs", ctypes.c_uint64), ("pair_depth", ctypes.c_uint64), ("npairs", ctypes.c_int64),
-        ("pair_cap", ctypes.c_int64), ("pair_overflow", ctypes.c_int64), ("pending", ctypes.c_uint64),
-        ("npending", ctypes.c_int64), ("pending_cap", ctypes.c_int64), ("npairs_told", ctypes.c_int64),
-        ("refresh_at", ctypes.c_int64), ("polled_at", ctypes.c_int64), ("max_gap", ctypes.c_int64),
-    ]
-
-
-def _load() -> Any:
-    try:  # a top-level module (see setup.py), compiled from engines/_mujoco_screen.c
-        import _simuguard_mujoco_screen as extension
-    except ImportError:
-        return None
-    version, size, fields = extension.binding_layout()
-    ours = tuple((name, getattr(ScreenBinding, name).offset, getattr(ScreenBinding, name).size)
-                 for name, _ in ScreenBinding._fields_)
-    if version != BINDING_VERSION or size != ctypes.sizeof(ScreenBinding) or tuple(fields) != ours:
-        logger.warning("simuguard: the compiled MuJoCo screen lays out its binding otherwise than "
-                       "engines/mujoco_screen.py (rebuild it: pip install .); the monitor keeps its hooks")
-        return None
-    return extension
 
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -137,7 +85,7 @@ class MujocoScreen:
     and hands them, decoded, to a sink; :meth:`deep_flags` are the deep-penetration flags so far.
     """
 
-    extension = _load()
+    extension = load_extension()
     _callback: Any = None  # the ctypes function installed as mjcb_control, while any screen runs
     _running = 0
 
@@ -265,8 +213,8 @@ class MujocoScreen:
                 "dist_offset": dtype.fields["dist"][1], "geom_offset": dtype.fields["geom"][1], "ngeom": model.ngeom,
                 "nbody": model.nbody, "pair_cap": PAIR_CAPACITY, "pending_cap": PENDING_CAPACITY}.items():
             setattr(b, name, value)
-        for name in ("rows", "inputs", "input_of", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest", "last_touch",
-                     "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
+        for name in ("rows", "inputs", "input_of", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest",
+                     "last_touch", "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
             setattr(b, name, a[name].ctypes.data)
         for i, (is_input, offset, nbytes, address, _) in enumerate(segments):
             b.seg_src[i], b.seg_bytes[i], b.seg_offset[i], b.seg_input[i] = address, nbytes, offset, int(is_input)
