@@ -56,11 +56,11 @@ typedef struct {
     uint64_t time_src;             /* double: mjData's time */
     int64_t current;               /* the substep the last call was for (-1: none yet) */
     double current_time;           /* the time it started at */
-    uint64_t nsegments;            /* runs of mjData's buffer a row copies */
+    uint64_t nsegments;            /* runs of mjData's buffer a row copies: nstate of the state, then the inputs' */
     uint64_t seg_src[MAX_SEGMENTS];
     int64_t seg_bytes[MAX_SEGMENTS];
     int64_t seg_offset[MAX_SEGMENTS]; /* in its row: a state row, or an input row */
-    int64_t seg_input[MAX_SEGMENTS];  /* 1: an input, copied where it changed */
+    int64_t nstate;
     uint64_t rows;                 /* the ring: capacity rows of row_bytes (the integrated state) */
     int64_t row_bytes;
     int64_t capacity;
@@ -246,21 +246,18 @@ static void copy_row(screen_binding *b, int64_t k) {
     int64_t slot = k % b->capacity;
     char *row = (char *)b->rows + slot * b->row_bytes;
     char *last = b->ninputs > 0 ? (char *)b->inputs + ((b->ninputs - 1) % b->capacity) * b->input_bytes : NULL;
+    int64_t s, end = b->nsegments < MAX_SEGMENTS ? (int64_t)b->nsegments : MAX_SEGMENTS;
+    for (s = 0; s < b->nstate && s < end; s++)
+        memcpy(row + b->seg_offset[s], (const void *)b->seg_src[s], (size_t)b->seg_bytes[s]);
     int changed = last == NULL;
-    for (uint64_t s = 0; s < b->nsegments && s < MAX_SEGMENTS; s++) {
-        const void *src = (const void *)b->seg_src[s];
-        if (!b->seg_input[s])
-            memcpy(row + b->seg_offset[s], src, (size_t)b->seg_bytes[s]);
-        else if (!changed && memcmp(last + b->seg_offset[s], src, (size_t)b->seg_bytes[s]) != 0)
-            changed = 1;
-    }
+    for (; s < end && !changed; s++)
+        changed = memcmp(last + b->seg_offset[s], (const void *)b->seg_src[s], (size_t)b->seg_bytes[s]) != 0;
     if (changed) {
         if (last == NULL || b->input_from != k)
             b->ninputs++;
         char *in = (char *)b->inputs + ((b->ninputs - 1) % b->capacity) * b->input_bytes;
-        for (uint64_t s = 0; s < b->nsegments && s < MAX_SEGMENTS; s++)
-            if (b->seg_input[s])
-                memcpy(in + b->seg_offset[s], (const void *)b->seg_src[s], (size_t)b->seg_bytes[s]);
+        for (s = b->nstate; s < end; s++)
+            memcpy(in + b->seg_offset[s], (const void *)b->seg_src[s], (size_t)b->seg_bytes[s]);
         b->input_from = k;
     }
     ((int64_t *)b->input_of)[slot] = b->ninputs - 1;
@@ -462,7 +459,7 @@ static PyObject *callback_address(PyObject *self, PyObject *unused) {
 
 static const struct { const char *name; size_t offset, size; } LAYOUT[] = {
     FIELD(version), FIELD(data), FIELD(step_count), FIELD(base), FIELD(time_src), FIELD(current),
-    FIELD(current_time), FIELD(nsegments), FIELD(seg_src), FIELD(seg_bytes), FIELD(seg_offset), FIELD(seg_input),
+    FIELD(current_time), FIELD(nsegments), FIELD(seg_src), FIELD(seg_bytes), FIELD(seg_offset), FIELD(nstate),
     FIELD(rows), FIELD(row_bytes), FIELD(capacity), FIELD(inputs), FIELD(input_bytes), FIELD(input_of),
     FIELD(ninputs), FIELD(input_from), FIELD(seen),
     FIELD(moved), FIELD(ntracked), FIELD(tracked), FIELD(kind), FIELD(rootid), FIELD(cvel), FIELD(xipos),

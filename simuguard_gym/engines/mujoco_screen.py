@@ -206,8 +206,8 @@ class MujocoScreen:
         b = self.binding
         for name, value in {
                 "version": BINDING_VERSION, "data": data._address, "step_count": counter, "time_src": time,
-                "nsegments": len(segments), "row_bytes": row_bytes, "input_bytes": input_bytes, "capacity": capacity,
-                "ntracked": n,
+                "nsegments": len(segments), "nstate": sum(not seg[0] for seg in segments), "row_bytes": row_bytes,
+                "input_bytes": input_bytes, "capacity": capacity, "ntracked": n,
                 "cvel": data.cvel.ctypes.data, "xipos": data.xipos.ctypes.data, "subtree_com": data.subtree_com.ctypes.data,
                 "ncon": ncon, "contacts": sources.records if sources is not None else 0, "stride": dtype.itemsize,
                 "dist_offset": dtype.fields["dist"][1], "geom_offset": dtype.fields["geom"][1], "ngeom": model.ngeom,
@@ -216,8 +216,8 @@ class MujocoScreen:
         for name in ("rows", "inputs", "input_of", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest",
                      "last_touch", "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
             setattr(b, name, a[name].ctypes.data)
-        for i, (is_input, offset, nbytes, address, _) in enumerate(segments):
-            b.seg_src[i], b.seg_bytes[i], b.seg_offset[i], b.seg_input[i] = address, nbytes, offset, int(is_input)
+        for i, (_, offset, nbytes, address, _) in enumerate(segments):  # the state's first (_segments_of)
+            b.seg_src[i], b.seg_bytes[i], b.seg_offset[i] = address, nbytes, offset
         self._segments = [(is_input, offset, nbytes, at) for is_input, offset, nbytes, _, at in segments]
         self._rows, self._owners = rows, (data, model, sources)
         self._qpos_at = next(c.offset for c in adapter.state_layout() if c.name == "qpos")

@@ -7,6 +7,8 @@ import ctypes
 import logging
 from typing import Any
 
+from simuguard_gym.capture.native import layout_of
+
 logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 24
@@ -29,7 +31,7 @@ class ScreenBinding(ctypes.Structure):
         ("base", ctypes.c_int64), ("time_src", ctypes.c_uint64), ("current", ctypes.c_int64),
         ("current_time", ctypes.c_double), ("nsegments", ctypes.c_uint64),
         ("seg_src", ctypes.c_uint64 * MAX_SEGMENTS), ("seg_bytes", ctypes.c_int64 * MAX_SEGMENTS),
-        ("seg_offset", ctypes.c_int64 * MAX_SEGMENTS), ("seg_input", ctypes.c_int64 * MAX_SEGMENTS),
+        ("seg_offset", ctypes.c_int64 * MAX_SEGMENTS), ("nstate", ctypes.c_int64),
         ("rows", ctypes.c_uint64), ("row_bytes", ctypes.c_int64), ("capacity", ctypes.c_int64),
         ("inputs", ctypes.c_uint64), ("input_bytes", ctypes.c_int64), ("input_of", ctypes.c_uint64),
         ("ninputs", ctypes.c_int64), ("input_from", ctypes.c_int64),
@@ -60,9 +62,7 @@ def load_extension() -> Any:
     except ImportError:
         return None
     version, size, fields = extension.binding_layout()
-    ours = tuple((name, getattr(ScreenBinding, name).offset, getattr(ScreenBinding, name).size)
-                 for name, _ in ScreenBinding._fields_)
-    if version != BINDING_VERSION or size != ctypes.sizeof(ScreenBinding) or tuple(fields) != ours:
+    if version != BINDING_VERSION or (size, tuple(fields)) != layout_of(ScreenBinding):
         logger.warning("simuguard: the compiled MuJoCo screen lays out its binding otherwise than "
                        "engines/mujoco_screen_binding.py (rebuild it: pip install .); the monitor keeps its hooks")
         return None
