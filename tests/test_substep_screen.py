@@ -301,19 +301,20 @@ def _entries(make, inject, steps=120, episodes=2):
 @pytest.mark.parametrize("env_id, recorded", [("HalfCheetah-v5", False), ("Walker2d-v5", False),
                                               ("HalfCheetah-v5", True)])
 def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, recorded, monkeypatch, tmp_path):
-    """While an episode has found nothing, one C call polls the screen and builds the step's
-    output (quiet_step); it returns what the Python path returns, before and after the episode's
-    first deep-penetration flag (the first of these random episodes raises one), also into the
-    entry of a RecordPhysics inside."""
-    calls = {"quiet": 0}
+    """While no candidate is open, one C call polls the screen and builds the step's output
+    (quiet_step); it returns what the Python path returns, before and after the episode's first
+    deep-penetration flag (the first of these random episodes raises one: later steps report it
+    through the same call), also into the entry of a RecordPhysics inside."""
+    calls = {"quiet": 0, "flagged": 0}
     original = MujocoScreen.quiet_step_call
 
     def counted(self):
         quiet_step = original(self)
 
-        def call(address, result):
-            got = quiet_step(address, result)
+        def call(address, result, entry):
+            got = quiet_step(address, result, entry)
             calls["quiet"] += isinstance(got, tuple)
+            calls["flagged"] += isinstance(got, tuple) and bool(got[4][INFO_KEY]["flags"])
             return got
         return call
 
@@ -323,9 +324,9 @@ def test_the_one_call_step_returns_what_the_monitors_python_returns(env_id, reco
 
     monkeypatch.setattr(MujocoScreen, "quiet_step_call", counted)
     fast = _entries(make, None, steps=150)
-    monkeypatch.setattr(MujocoScreen, "quiet_step_call", lambda self: (lambda address, result: None))
+    monkeypatch.setattr(MujocoScreen, "quiet_step_call", lambda self: (lambda address, result, entry: None))
     python = _entries(make, None, steps=150)
-    assert calls["quiet"] > 50
+    assert calls["quiet"] > 50 and calls["flagged"] > 10
     assert len(fast) == len(python) == 300
     for a, b in zip(fast, python):
         np.testing.assert_array_equal(a[0], b[0])
@@ -343,17 +344,19 @@ def test_the_one_call_step_leaves_other_results_to_python():
     for result in [(1, 0.0, False, False, {INFO_KEY: None}), (1, 0.0, False, False, {INFO_KEY: {"errors": ()}}),
                    (1, 0.0, True, False, {}), (1, 0.0, False, True, {}),
                    (1, 0.0, False, False, []), (1, 0.0, False, False), [1, 0.0, False, False, {}]]:
-        assert quiet_step(0, result) is None  # decided before the screen is read (address 0: none)
+        assert quiet_step(0, result, {}) is None  # decided before the screen is read (address 0: none)
     for info in [{}, {INFO_KEY: {}}, {INFO_KEY: {"errors": [], "substeps": 5}}]:
         with pytest.raises(ValueError, match="no screen binding"):  # a result to poll, and no screen to poll
-            quiet_step(0, (1, 0.0, False, False, info))
+            quiet_step(0, (1, 0.0, False, False, info), {})
+    with pytest.raises(TypeError, match="entry: dict"):
+        quiet_step(0, (1, 0.0, False, False, {}), [])
     with pytest.raises(ValueError, match="no screen binding"):
         MujocoScreen.extension.poll(0)
 
 
 @pytest.mark.faults
 def test_a_failing_one_call_step_is_reported_not_raised(monkeypatch):
-    def failing(address, result):
+    def failing(address, result, entry):
         raise RuntimeError("the screen's call failed")
 
     monkeypatch.setattr(MujocoScreen, "quiet_step_call", lambda self: failing)

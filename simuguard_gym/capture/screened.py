@@ -54,8 +54,9 @@ class ScreenedDetection:
         self._refresh = refresh_substeps
         #: ``poll(address)``: after an env step, non-zero where :meth:`update` has work (one C call).
         self.poll, self.address = screen.poll_call()
-        #: ``quiet_step(address, result)``: an env step's result with the monitor's entry of a step
-        #: that found nothing, or poll()'s bits, or None (see MujocoScreen.quiet_step_call).
+        #: ``quiet_step(address, result, entry)``: an env step's result with the monitor's entry as
+        #: it stands, where the screen tells nothing new; or poll()'s bits, or None (see
+        #: MujocoScreen.quiet_step_call).
         self.quiet_step = screen.quiet_step_call()
         #: Whether a candidate is open: every substep is fed until it is decided.
         self.open = False

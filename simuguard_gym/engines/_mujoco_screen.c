@@ -24,9 +24,10 @@
  * stage): each call replaces the substep's pending contacts, which count once the next substep
  * starts (or settle() is called between env steps).
  *
- * After each env step the monitor asks poll() what needs it; while its episode has found nothing,
+ * After each env step the monitor asks poll() what needs it; while no candidate is open,
  * quiet_step() asks the same and, where nothing does, returns the env step's result with the
- * monitor's empty info entry added: one C call for what an RL loop's step pays when nothing happens.
+ * monitor's current info entry added: one C call for what an RL loop's step pays when nothing new
+ * happens (a deep-penetration flag found earlier in the episode is reported again, not re-decided).
  *
  * Knows nothing of MuJoCo's headers: every address, offset and array comes from
  * engines/mujoco_screen.py (ScreenBinding, in engines/mujoco_screen_binding.py, mirrors screen_binding
@@ -347,23 +348,24 @@ static PyObject *poll(PyObject *self, PyObject *arg) {
     return PyLong_FromLong(poll_binding(b));
 }
 
-static PyObject *key_simuguard, *key_artifact, *key_events, *key_flags, *key_errors;
+static PyObject *key_simuguard, *key_errors;
 
 /* An env step's result (obs, reward, terminated, truncated, info) as the monitor returns it when
- * the episode goes on and nothing was found, in one call: None where the result is not that
- * case's (the episode ends, info is no dict, or holds the monitor's key with no dict, or a dict
- * whose errors are no list; nothing polled), poll()'s bits where the screen has work for the
- * caller, else the result with info copied and the monitor's entry added as with_simuguard()
- * adds it: {"artifact": False, "events": [], "flags": [], "errors": []}, into a copy of the entry
- * an inner wrapper wrote (a RecordPhysics inside), its errors kept. */
+ * the episode goes on and the screen tells nothing new, in one call: None where the result is not
+ * that case's (the episode ends, info is no dict, or holds the monitor's key with no dict, or a
+ * dict whose errors are no list; nothing polled), poll()'s bits where the screen has work for the
+ * caller, else the result with info copied and the monitor's current entry (`entry`: its fields as
+ * the last step that had work left them) added as with_simuguard() adds it, each list in it copied,
+ * into a copy of the entry an inner wrapper wrote (a RecordPhysics inside), its errors first. */
 static PyObject *quiet_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 5) {
-        if (nargs == 2)
-            Py_RETURN_NONE;
-        PyErr_SetString(PyExc_TypeError, "quiet_step(binding address, step result)");
+    if (nargs != 3 || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "quiet_step(binding address, step result, entry: dict)");
         return NULL;
     }
-    PyObject *result = args[1], *info = PyTuple_GET_ITEM(result, 4);
+    PyObject *result = args[1], *fields = args[2];
+    if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5)
+        Py_RETURN_NONE;
+    PyObject *info = PyTuple_GET_ITEM(result, 4);
     if (!PyDict_CheckExact(info))
         Py_RETURN_NONE;
     for (int i = 2; i < 4; i++) {
@@ -397,20 +399,31 @@ static PyObject *quiet_step(PyObject *self, PyObject *const *args, Py_ssize_t na
     long tell = poll_binding(b);
     if (tell)
         return PyLong_FromLong(tell);
-    PyObject *out = NULL, *entry = NULL, *events = NULL, *flags = NULL, *errors = NULL, *step = NULL;
-    if ((out = PyDict_Copy(info)) == NULL || (entry = inner != NULL ? PyDict_Copy(inner) : PyDict_New()) == NULL ||
-        (events = PyList_New(0)) == NULL || (flags = PyList_New(0)) == NULL ||
-        (errors = inner_errors != NULL ? PyList_GetSlice(inner_errors, 0, PyList_GET_SIZE(inner_errors))
-                                       : PyList_New(0)) == NULL)
+    PyObject *out = NULL, *entry = NULL, *step = NULL, *key, *value;
+    Py_ssize_t at = 0;
+    if ((out = PyDict_Copy(info)) == NULL || (entry = inner != NULL ? PyDict_Copy(inner) : PyDict_New()) == NULL)
         goto done;
-    if (PyDict_SetItem(entry, key_artifact, Py_False) < 0 || PyDict_SetItem(entry, key_events, events) < 0 ||
-        PyDict_SetItem(entry, key_flags, flags) < 0 || PyDict_SetItem(entry, key_errors, errors) < 0 ||
-        PyDict_SetItem(out, key_simuguard, entry) < 0)
+    while (PyDict_Next(fields, &at, &key, &value)) {
+        PyObject *copy;
+        int errors = key == key_errors || (PyUnicode_CheckExact(key) && PyUnicode_Compare(key, key_errors) == 0);
+        if (errors && inner_errors != NULL && PyList_GET_SIZE(inner_errors) > 0)
+            copy = PySequence_Concat(inner_errors, value);
+        else if (PyList_CheckExact(value))
+            copy = PyList_GetSlice(value, 0, PyList_GET_SIZE(value));
+        else
+            Py_INCREF(value), copy = value;
+        if (copy == NULL || PyDict_SetItem(entry, key, copy) < 0) {
+            Py_XDECREF(copy);
+            goto done;
+        }
+        Py_DECREF(copy);
+    }
+    if (PyDict_SetItem(out, key_simuguard, entry) < 0)
         goto done;
     step = PyTuple_Pack(5, PyTuple_GET_ITEM(result, 0), PyTuple_GET_ITEM(result, 1), PyTuple_GET_ITEM(result, 2),
                         PyTuple_GET_ITEM(result, 3), out);
 done:
-    Py_XDECREF(out), Py_XDECREF(entry), Py_XDECREF(events), Py_XDECREF(flags), Py_XDECREF(errors);
+    Py_XDECREF(out), Py_XDECREF(entry);
     return step;
 }
 
@@ -493,8 +506,8 @@ static PyMethodDef methods[] = {
     {"detach", detach, METH_VARARGS, "detach(binding address) -> screens left"},
     {"poll", poll, METH_O, "poll(binding address) -> what needs the caller after an env step (bits)"},
     {"quiet_step", (PyCFunction)(void (*)(void))quiet_step, METH_FASTCALL,
-     "quiet_step(binding address, step result) -> the monitor's result where nothing happened, poll()'s bits, "
-     "or None"},
+     "quiet_step(binding address, step result, entry) -> the monitor's result where the screen tells nothing new, "
+     "poll()'s bits, or None"},
     {"settle", settle, METH_VARARGS, "settle(binding address): the current substep's contacts count"},
     {"screen_end", screen_end, METH_VARARGS, "screen_end(binding address, k): screen substep k's end state"},
     {"callback_address", callback_address, METH_NOARGS, "the address of the control callback"},
@@ -506,9 +519,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_simuguard_mujoco_sc
 
 PyMODINIT_FUNC PyInit__simuguard_mujoco_screen(void) {
     if ((key_simuguard = PyUnicode_InternFromString("simuguard")) == NULL ||
-        (key_artifact = PyUnicode_InternFromString("artifact")) == NULL ||
-        (key_events = PyUnicode_InternFromString("events")) == NULL ||
-        (key_flags = PyUnicode_InternFromString("flags")) == NULL ||
         (key_errors = PyUnicode_InternFromString("errors")) == NULL)
         return NULL;
     return PyModule_Create(&module);

@@ -275,13 +275,15 @@ class MujocoScreen:
         (:meth:`refresh_after`). One C call: the one thing an env step pays when nothing happens."""
         return self.extension.poll, ctypes.addressof(self.binding)
 
-    def quiet_step_call(self) -> Callable[[int, Any], Any]:
-        """``quiet_step(address, result)`` (``address`` as :meth:`poll_call` gives it): an env step's
-        result ``(obs, reward, terminated, truncated, info)`` as the monitor returns it where the
-        episode goes on and the screen found nothing (``info`` copied, its ``"simuguard"`` entry
-        ``{"artifact": False, "events": [], "flags": [], "errors": []}`` added); poll()'s bits
-        where the screen has work; None, before any poll, for a result that is not that case's (an
-        episode that ends, an ``info`` that is no dict or holds the key already). One C call."""
+    def quiet_step_call(self) -> Callable[[int, Any, dict[str, Any]], Any]:
+        """``quiet_step(address, result, entry)`` (``address`` as :meth:`poll_call` gives it): an
+        env step's result ``(obs, reward, terminated, truncated, info)`` as the monitor returns it
+        where the episode goes on and the screen tells nothing new (``info`` copied, its
+        ``"simuguard"`` entry ``entry`` with each list copied, merged into a copy of an inner
+        wrapper's entry as :func:`~simuguard_gym.wrappers.info_key.with_simuguard` merges);
+        poll()'s bits where the screen has work; None, before any poll, for a result that is not
+        that case's (an episode that ends, an ``info`` that is no dict, or whose entry is no dict
+        or has errors that are no list). One C call."""
         return self.extension.quiet_step  # type: ignore[no-any-return]
 
     def refresh_after(self, substeps: int) -> None:

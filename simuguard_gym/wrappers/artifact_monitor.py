@@ -119,9 +119,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         #: Why the substeps run through the hooks this episode (None: they are screened).
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
-        self._fields_now: dict[str, Any] = {}  # what info["simuguard"] says while the screen finds nothing new
+        self._fields_now: dict[str, Any] = {}  # what info["simuguard"] says while the screen tells nothing new
         self._truncate = False  # on_artifact="truncate": the screen confirmed an artifact at this step
-        self._nothing_found = False  # nothing found and nothing failed this episode: a step's entry is the empty one
         #: The bodies the detector watches this episode (objects and floating bases), by name.
         self.watching: tuple[str, ...] = ()
         #: Why it watches none (None while it watches some).
@@ -147,14 +146,14 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         screened = self.screened
         if screened is None:
             return self._step_hooked(action)
-        # The screen watched the substeps: one C call unless it marked one. This path runs at
-        # every step of an RL loop: while nothing was found this episode, one C call polls the
-        # screen and builds the result (quiet_step), else it reads each attribute once.
+        # The screen watched the substeps. This path runs at every step of an RL loop: while no
+        # candidate is open, one C call polls the screen and, where it tells nothing new, builds
+        # the result with the entry as it stands (quiet_step); else the Python below.
         result = self.env.step(action)
         tell = None
         try:
-            if self._nothing_found and not screened.open:
-                tell = screened.quiet_step(screened.address, result)
+            if not screened.open:
+                tell = screened.quiet_step(screened.address, result, self._fields_now)
                 if tell.__class__ is tuple:
                     return tell  # type: ignore[no-any-return]
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
@@ -167,12 +166,9 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 self._screened_step(terminated or truncated)
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.step", error))
-        now, errors = self._fields_now, self._errors
-        if not (now["events"] or now["flags"] or errors):  # nothing found (no artifact without an event)
-            fields = {"artifact": False, "events": [], "flags": [], "errors": []}
-        else:
-            fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
-                      "errors": list(errors)}
+        now = self._fields_now
+        fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
+                  "errors": list(self._errors)}
         if self._truncate:
             truncated, self._truncate = True, False
         if INFO_KEY in info:
@@ -251,7 +247,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._max_deferred = int(min(self.tap.max_batch * 3 // 4, max(1, deferred)))
             self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
         self._audit.start_episode()  # after the tap's (or the screen's) start: its count begins there
-        self._set_fields_now(self._fields())
+        self._fields_now = self._fields()
 
     def _listen(self) -> None:
         """This episode's substeps through the hooks: the tap listens from its first substep."""
@@ -299,11 +295,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self.on_artifact == "truncate" and fields["artifact"] and len(fields["events"]) > self._reported:
             self._truncate = True
         self._reported = len(fields["events"])
-        self._set_fields_now(fields)
-
-    def _set_fields_now(self, fields: dict[str, Any]) -> None:
         self._fields_now = fields
-        self._nothing_found = not (fields["events"] or fields["flags"] or fields["errors"] or self._truncate)
 
     def _substeps_seen(self) -> int:
         return self.screened.screen.seen if self.screened is not None else self.tap.substep
@@ -406,7 +398,6 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # The first failure ends detection for the episode: a broken detector would fail again at
         # every substep, and its later verdicts could not be trusted anyway.
         self._errors.append(error.to_dict())
-        self._nothing_found = False
         self._stop_screen()
         logger.warning("simuguard monitor error at substep %d (%s): %s; detection stops for this episode",
                        error.substep, error.where, error.message)
