@@ -65,6 +65,17 @@ _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
+def _packed(specs: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
+    """Zeroed arrays of the given shapes and dtypes, one after another in one buffer (each at a
+    multiple of 8 bytes, the first at a multiple of 64)."""
+    sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in specs.values()]
+    starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])])
+    buffer = np.zeros(int(starts[-1]) + 64, np.uint8)
+    first = -buffer.ctypes.data % 64
+    return {name: buffer[first + start:first + start + size].view(dtype).reshape(shape)
+            for (name, (shape, dtype)), start, size in zip(specs.items(), starts.tolist(), sizes)}
+
+
 class ScreenDiverged(RuntimeError):
     """Re-simulated substeps did not continue one another: the screen cannot serve this env."""
 
@@ -192,16 +203,20 @@ class MujocoScreen:
         a = self._arrays
         row_bytes = sum(nbytes for is_input, _, nbytes, _, _ in segments if not is_input)
         input_bytes = sum(nbytes for is_input, _, nbytes, _, _ in segments if is_input)
-        a.update(rows=np.zeros((capacity, max(row_bytes, 1)), np.uint8),
-                 inputs=np.zeros((capacity, max(input_bytes, 1)), np.uint8), input_of=np.zeros(capacity, np.int64),
-                 tracked=np.asarray(tracked, np.int32),
-                 kind=np.asarray(kinds, np.uint8), rootid=model.body_rootid.astype(np.int32),
-                 vel=np.zeros((width, 3)), running=np.zeros(width), speed0=np.zeros(width),
-                 fastest=np.zeros((capacity, width)), last_touch=np.zeros(width, np.int64),
-                 geom_body=model.geom_bodyid.astype(np.int32), body_col=body_col,
-                 body_class=(table.robot_mask.astype(np.uint8) | (pressed.astype(np.uint8) << 1)),
-                 pairs=np.zeros((PAIR_CAPACITY, 5), np.int64), pair_depth=np.zeros(PAIR_CAPACITY),
-                 touching=np.zeros(width, np.uint8), pending=np.zeros((PENDING_CAPACITY, 3)))
+        # One buffer, in the order the callback reads them: it runs once a substep, between
+        # MuJoCo's own passes over its memory, and finds what it reads in fewer lines and pages.
+        a.update(_packed({
+            "tracked": ((width,), np.int32), "kind": ((width,), np.uint8), "touching": ((width,), np.uint8),
+            "vel": ((width, 3), np.float64), "running": ((width,), np.float64), "speed0": ((width,), np.float64),
+            "last_touch": ((width,), np.int64), "rootid": ((model.nbody,), np.int32),
+            "body_col": ((model.nbody,), np.int32), "body_class": ((model.nbody,), np.uint8),
+            "geom_body": ((model.ngeom,), np.int32), "input_of": ((capacity,), np.int64),
+            "fastest": ((capacity, width), np.float64), "rows": ((capacity, max(row_bytes, 1)), np.uint8),
+            "inputs": ((capacity, max(input_bytes, 1)), np.uint8), "pairs": ((PAIR_CAPACITY, 5), np.int64),
+            "pair_depth": ((PAIR_CAPACITY,), np.float64), "pending": ((PENDING_CAPACITY, 3), np.float64)}))
+        a["tracked"][:n], a["kind"][:n] = tracked, kinds
+        a["rootid"][:], a["geom_body"][:], a["body_col"][:] = model.body_rootid, model.geom_bodyid, body_col
+        a["body_class"][:] = table.robot_mask.astype(np.uint8) | (pressed.astype(np.uint8) << 1)
         dtype = adapter.contact_record_dtype
         b = self.binding
         for name, value in {
