@@ -354,6 +354,30 @@ def test_the_one_call_step_leaves_other_results_to_python():
         MujocoScreen.extension.poll(0)
 
 
+def test_the_one_call_step_builds_the_entry_as_the_python_path_does():
+    """Where the screen tells nothing new, the entry is the monitor's as it stands, each list a
+    copy of its own, merged into a copy of an inner wrapper's entry with that entry's errors first
+    (as with_simuguard merges): what the Python path returns."""
+    env = ArtifactMonitor(gym.make("HalfCheetah-v5"))
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    screened = env.screened
+    assert screened is not None
+    entry = {"artifact": True, "events": [{"body": "torso"}], "flags": [{"kind": "deep_penetration"}],
+             "errors": [{"where": "monitor"}]}
+    inner = {"substeps": 5, "errors": [{"where": "recorder"}]}
+    info = {"x_position": 0.1, INFO_KEY: inner}
+    out = screened.quiet_step(screened.address, (1, 0.5, False, False, info), entry)  # nothing ran since the poll
+    assert out[:4] == (1, 0.5, False, False)
+    assert out[4] == {"x_position": 0.1, INFO_KEY: {"substeps": 5, "artifact": True, "events": [{"body": "torso"}],
+                                                      "flags": [{"kind": "deep_penetration"}],
+                                                      "errors": [{"where": "recorder"}, {"where": "monitor"}]}}
+    got = out[4][INFO_KEY]
+    assert all(got[k] is not entry[k] for k in ("events", "flags", "errors"))  # a user's edit stays in its step
+    assert info == {"x_position": 0.1, INFO_KEY: inner} and inner["errors"] == [{"where": "recorder"}]
+    env.close()
+
+
 @pytest.mark.faults
 def test_a_failing_one_call_step_is_reported_not_raised(monkeypatch):
     def failing(address, result, entry):
