@@ -205,7 +205,7 @@ class MujocoScreen:
         input_bytes = sum(nbytes for is_input, _, nbytes, _, _ in segments if is_input)
         # One buffer, in the order the callback reads them: it runs once a substep, between
         # MuJoCo's own passes over its memory, and finds what it reads in fewer lines and pages.
-        a.update(_packed({
+        packed = _packed({
             "tracked": ((width,), np.int32), "kind": ((width,), np.uint8), "touching": ((width,), np.uint8),
             "vel": ((width, 3), np.float64), "running": ((width,), np.float64), "speed0": ((width,), np.float64),
             "last_touch": ((width,), np.int64), "rootid": ((model.nbody,), np.int32),
@@ -213,7 +213,8 @@ class MujocoScreen:
             "geom_body": ((model.ngeom,), np.int32), "input_of": ((capacity,), np.int64),
             "fastest": ((capacity, width), np.float64), "rows": ((capacity, max(row_bytes, 1)), np.uint8),
             "inputs": ((capacity, max(input_bytes, 1)), np.uint8), "pairs": ((PAIR_CAPACITY, 5), np.int64),
-            "pair_depth": ((PAIR_CAPACITY,), np.float64), "pending": ((PENDING_CAPACITY, 3), np.float64)}))
+            "pair_depth": ((PAIR_CAPACITY,), np.float64), "pending": ((PENDING_CAPACITY, 3), np.float64)})
+        a.update(packed)
         a["tracked"][:n], a["kind"][:n] = tracked, kinds
         a["rootid"][:], a["geom_body"][:], a["body_col"][:] = model.body_rootid, model.geom_bodyid, body_col
         a["body_class"][:] = table.robot_mask.astype(np.uint8) | (pressed.astype(np.uint8) << 1)
@@ -228,9 +229,8 @@ class MujocoScreen:
                 "dist_offset": dtype.fields["dist"][1], "geom_offset": dtype.fields["geom"][1], "ngeom": model.ngeom,
                 "nbody": model.nbody, "pair_cap": PAIR_CAPACITY, "pending_cap": PENDING_CAPACITY}.items():
             setattr(b, name, value)
-        for name in ("rows", "inputs", "input_of", "tracked", "kind", "rootid", "vel", "running", "speed0", "fastest",
-                     "last_touch", "geom_body", "body_col", "body_class", "pairs", "pair_depth", "touching", "pending"):
-            setattr(b, name, a[name].ctypes.data)
+        for name, array in packed.items():  # each is the binding's field of the same name
+            setattr(b, name, array.ctypes.data)
         for i, (_, offset, nbytes, address, _) in enumerate(segments):  # the state's first (_segments_of)
             b.seg_src[i], b.seg_bytes[i], b.seg_offset[i] = address, nbytes, offset
         self._segments = [(is_input, offset, nbytes, at) for is_input, offset, nbytes, _, at in segments]
