@@ -304,6 +304,7 @@ def test_demo_counts_episodes_as_audit_does(tmp_path):
     assert build_parser().parse_args(["demo", "--seeds", "4"]).episodes == 4
 
 
+@pytest.mark.extras
 def test_a_mujoco_audit_loads_no_extra_it_does_not_use(tmp_path):
     """No SAPIEN (and its libvulkan warning), ManiSkill or robosuite in a MuJoCo-only audit, even
     where they are installed: the manifest reads their versions from the package metadata."""

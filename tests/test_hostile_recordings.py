@@ -164,6 +164,7 @@ def test_commands_that_rebuild_the_env_refuse_the_code_a_file_names(scene, tmp_p
         assert code == 0  # the report is made; only the replays it would add are refused
 
 
+@pytest.mark.extras
 @pytest.mark.parametrize("kind", KINDS)
 def test_commands_that_only_read_never_run_the_code(scene, tmp_path, sentinel, capsys, kind):
     path = hostile(scene, kind, tmp_path / "in" / "episode.msgpack", sentinel)

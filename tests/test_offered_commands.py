@@ -81,6 +81,7 @@ def _lacks_an_extra(text: str) -> bool:
     return re.search(r"pip install ['\"]simuguard-gym\[\w+\]['\"]", text) is not None
 
 
+@pytest.mark.extras
 def test_the_readme_shell_block_runs_as_written(tmp_path, monkeypatch, capsys, rendering):
     """In a fresh directory: the README's Pusher examples (which write recordings/), then every
     command of its shell block, in order. Without the sapien extra the PhysX commands must name it."""
@@ -106,6 +107,7 @@ def test_the_readme_shell_block_runs_as_written(tmp_path, monkeypatch, capsys, r
     assert HAS_SAPIEN <= ({"audit", "video"} <= set(ran))
 
 
+@pytest.mark.extras
 def test_every_command_a_report_offers_runs_on_its_row(tmp_path, capsys, rendering):
     """An audit's report offers replay, rerun, view and video on every row: each runs, on a flagged
     row and an unflagged one (PhysX where SAPIEN is installed, else its MuJoCo twin)."""
