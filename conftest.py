@@ -23,14 +23,9 @@ if importlib.util.find_spec("stable_baselines3") is None:
 # CI runs every test in the core venv, and in the venvs of the extras only what the core run could
 # not: the tests it skipped (an extra missing) and those marked `extras` (they take another path
 # where an extra is installed). SIMUGUARD_SKIPPED_OUT names the file of their node ids, one a line,
-# which pytest reads back as `pytest @FILE`.
+# which pytest reads back as `pytest @FILE`. Reports reach the main process under pytest-xdist too.
 _SKIPPED_OUT = os.environ.get("SIMUGUARD_SKIPPED_OUT")
 _rerun_elsewhere: dict[str, None] = {}  # insertion-ordered set
-
-
-def pytest_collection_modifyitems(items):
-    if _SKIPPED_OUT:
-        _rerun_elsewhere.update((item.nodeid, None) for item in items if item.get_closest_marker("extras"))
 
 
 def pytest_collectreport(report):
@@ -39,11 +34,11 @@ def pytest_collectreport(report):
 
 
 def pytest_runtest_logreport(report):
-    if _SKIPPED_OUT and report.skipped and report.when in ("setup", "call"):
+    if _SKIPPED_OUT and (report.skipped or (report.when == "setup" and "extras" in report.keywords)):
         _rerun_elsewhere[report.nodeid] = None
 
 
 def pytest_sessionfinish(session):
-    if _SKIPPED_OUT:
+    if _SKIPPED_OUT and not hasattr(session.config, "workerinput"):  # xdist's workers report to the main process
         with open(_SKIPPED_OUT, "w") as out:
             out.writelines(f"{nodeid}\n" for nodeid in _rerun_elsewhere)
