@@ -214,8 +214,8 @@ def test_bodies_parked_far_from_the_stage_are_no_artifacts(record_dir):
 
 
 def test_the_monitor_says_what_it_watches_and_warns_when_nothing(caplog, monkeypatch):
-    """A scene's objects are watched and named at reset; a scene without any (Reacher: a fixed arm)
-    is named as watching nothing, with one warning for all the envs of a vector env, and a TaskSpec
+    """A scene's objects are watched and named at reset; a scene without any (Reacher: no geom of it
+    can collide) is named as watching nothing, with one warning for all the envs of a vector env, and a TaskSpec
     can name bodies to watch (tests/test_watch_set.py: every v5 env)."""
     from simuguard_gym import TaskSpec
     from simuguard_gym.wrappers import artifact_monitor
@@ -227,8 +227,8 @@ def test_the_monitor_says_what_it_watches_and_warns_when_nothing(caplog, monkeyp
     for env in envs:
         env.close()
     assert caplog.text.count("ArtifactMonitor watches no body of Reacher-v5") == 1
-    env = ArtifactMonitor(gym.make("Reacher-v5"), task_spec=TaskSpec(objects=("target",)))
-    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["target"]
+    env = ArtifactMonitor(gym.make("Pusher-v5"), task_spec=TaskSpec(objects=("goal",)))
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["object", "goal"]
     env.close()
 
 

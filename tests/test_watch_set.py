@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 
@@ -17,8 +18,8 @@ from simuguard_gym.wrappers import artifact_monitor
 WATCH_SETS = {
     "Ant-v5": ["torso"], "HalfCheetah-v5": ["torso"], "Hopper-v5": ["torso"], "Humanoid-v5": ["torso"],
     "HumanoidStandup-v5": ["torso"], "Walker2d-v5": ["torso"], "Pusher-v5": ["object"],
-    "InvertedPendulum-v5": "nothing moves but the robot", "InvertedDoublePendulum-v5": "nothing moves but the robot",
-    "Swimmer-v5": "nothing moves but the robot", "Reacher-v5": "its moving bodies outside the robot (target)",
+    "InvertedPendulum-v5": "no two of its shapes can collide", "InvertedDoublePendulum-v5": "no two of its shapes",
+    "Swimmer-v5": "no two of its shapes can collide", "Reacher-v5": "no two of its shapes can collide",
 }
 
 
@@ -44,8 +45,12 @@ def test_a_task_spec_chooses_what_is_watched():
     env = ArtifactMonitor(gym.make("Ant-v5"), task_spec=TaskSpec(robot=("torso",)))
     assert env.reset(seed=0)[1]["simuguard"]["watching"] == []
     env.close()
+    env = ArtifactMonitor(gym.make("Pusher-v5"), task_spec=TaskSpec(objects=("goal",)))
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["object", "goal"]
+    env.close()
+    # Reacher's target is named, but no geom of Reacher can collide: no contact can throw it.
     env = ArtifactMonitor(gym.make("Reacher-v5"), task_spec=TaskSpec(objects=("target",)))
-    assert env.reset(seed=0)[1]["simuguard"]["watching"] == ["target"]
+    assert env.reset(seed=0)[1]["simuguard"]["watching"] == [] and env.idle
     env.close()
 
 
@@ -170,3 +175,58 @@ def test_muscles_drive_the_bones_they_pull_and_a_welded_body_is_its_rigid_body()
     table = MujocoAdapter(model, mujoco.MjData(model)).body_table()
     roles = dict(zip(table.names, table.roles))
     assert roles == {"world": "scene", "ball": "object", "root": "base", "pelvis": "robot", "shank": "robot"}
+
+
+def test_a_scene_in_which_nothing_can_collide_runs_nothing_per_substep(record_dir):
+    """InvertedPendulum's geoms all have contype 0: no contact, hence no event and no flag, can
+    occur, so the monitor hooks no substep and feeds no detector; the env's outputs are the plain
+    env's, and a recording's footer says the monitor found nothing. Where the model lets its geoms
+    collide again, the next episode is watched as any other."""
+    from simuguard_gym import RecordPhysics, load_recording
+
+    plain, env = gym.make("InvertedPendulum-v5"), ArtifactMonitor(RecordPhysics(gym.make("InvertedPendulum-v5"),
+                                                                                record_dir))
+    for e in (plain, env):
+        e.action_space.seed(5)
+    for seed in (5, 6):
+        a, b = plain.reset(seed=seed), env.reset(seed=seed)
+        assert env.idle and env.screened is None and env.detector is None
+        assert env.tap not in env.adapter.hooks.listeners and b[1]["simuguard"]["watching"] == []
+        assert np.array_equal(a[0], b[0])
+        for _ in range(20):
+            x, y = plain.step(plain.action_space.sample()), env.step(env.action_space.sample())
+            assert np.array_equal(x[0], y[0]) and x[1:4] == y[1:4]
+            assert {k: v for k, v in y[4].items() if k != "simuguard"} == x[4]
+            assert y[4]["simuguard"]["events"] == [] and y[4]["simuguard"]["errors"] == []
+            if x[2] or x[3]:
+                break
+    model = env.unwrapped.model
+    model.geom_contype[:] = 1  # the cart, its rail and the pole now collide
+    env.reset(seed=7)
+    assert not env.idle and env.watching == () and env.detector is not None
+    assert env.unwatched_reason.startswith("nothing moves but the robot")
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    env.close()
+    plain.close()
+    footers = [load_recording(p).footer for p in sorted(record_dir.glob("*.msgpack"))]
+    assert len(footers) == 3 and footers[0]["detector"] == {"events": [], "flags": []}
+
+
+@pytest.mark.parametrize("contact, expected", [("", False), ('<pair geom1="a" geom2="b"/>', True)])
+def test_an_explicit_pair_collides_whatever_the_geoms_bits(contact, expected):
+    from simuguard_gym.engines.base import adapter_for
+
+    xml = f"""<mujoco><worldbody>
+      <geom name="a" type="plane" size="1 1 .1" contype="0" conaffinity="0"/>
+      <body pos="0 0 .1"><freejoint/><geom name="b" type="sphere" size=".05" contype="0" conaffinity="0"/></body>
+    </worldbody><contact>{contact}</contact></mujoco>"""
+    env = gym.make("simuguard_gym/MujocoScene-v0", xml=xml)
+    adapter = adapter_for(env)
+    assert adapter.makes_contacts() is expected
+    model = env.unwrapped.model
+    model.geom_contype[1], model.geom_conaffinity[0] = 2, 6  # the sphere's bit 2 meets the plane's
+    assert adapter.makes_contacts()
+    model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    assert not adapter.makes_contacts()
+    env.close()

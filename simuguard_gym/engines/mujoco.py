@@ -207,6 +207,23 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
         base = _gymnasium_mujoco_env()
         return int(self._owner.frame_skip) if base is not None and isinstance(self._owner, base) else 0
 
+    def makes_contacts(self) -> bool:
+        """Whether any two geoms may collide: MuJoCo collides two where the contype of either
+        shares a bit with the conaffinity of the other, and where an explicit pair names them.
+        Flexes collide by their own bits: a model with one is taken to make contacts.
+
+        >>> import gymnasium as gym
+        >>> from simuguard_gym.engines.base import adapter_for
+        >>> [adapter_for(gym.make(i)).makes_contacts() for i in ("InvertedPendulum-v5", "Ant-v5")]
+        [False, True]
+        """
+        m = self.model
+        if m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_CONTACT):
+            return False
+        if m.npair or m.nflex:
+            return True
+        return bool(np.bitwise_or.reduce(m.geom_contype) & np.bitwise_or.reduce(m.geom_conaffinity))
+
     def substep_screen(self) -> tuple[Any, str | None]:
         """A :class:`~simuguard_gym.engines.mujoco_screen.MujocoScreen` of this scene (one per
         adapter), or None and why the scene cannot be screened now."""

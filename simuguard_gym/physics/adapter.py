@@ -4,7 +4,7 @@ An adapter is the only object that knows a simulator. The recorder, the detector
 speak to it through :class:`PhysicsAdapter`; they never import an engine. What only some engines
 can do is a small protocol of its own, checked with ``isinstance``: :class:`RestorableModel`,
 :class:`DecodesQuietBatches`, :class:`DecodesInFork`, :class:`DeclaresCopySources` and
-:class:`StagesFromState` (MuJoCo),
+:class:`StagesFromState` and :class:`FiltersCollisions` (MuJoCo),
 :class:`HasConvexPieces` and :class:`HasLiveSpeeds` (SAPIEN); :class:`Intervenes` (both, for reruns),
 :class:`ShowsScene` (both, for ``simuguard view``).
 
@@ -307,6 +307,15 @@ class ScreensSubsteps(Protocol):
 
     def substep_screen(self) -> tuple[SubstepScreen | None, str | None]:
         """A screen for the scene as it is now, or None and why not."""
+
+
+@runtime_checkable
+class FiltersCollisions(Protocol):
+    """An adapter whose model says which of its shapes may collide (MuJoCo's contype and
+    conaffinity bits): in a scene where no two can, no contact, hence no artifact, can occur."""
+
+    def makes_contacts(self) -> bool:
+        """False where the model as it is now lets no two shapes collide; True where some may."""
 
 
 @runtime_checkable

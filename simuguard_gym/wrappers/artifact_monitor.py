@@ -14,8 +14,8 @@ from simuguard_gym.detection.config import DetectorConfig
 from simuguard_gym.detection.detector import ArtifactDetector
 from simuguard_gym.detection.false_contact import CollisionPieces
 from simuguard_gym.engines.base import adapter_for
-from simuguard_gym.physics.adapter import (HasConvexPieces, PhysicsAdapter, ScreensSubsteps, StagesFromState,
-                                          SubstepScreen)
+from simuguard_gym.physics.adapter import (FiltersCollisions, HasConvexPieces, PhysicsAdapter, ScreensSubsteps,
+                                          StagesFromState, SubstepScreen)
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs, ContactPoints
 from simuguard_gym.physics.hooks import HookError
@@ -73,6 +73,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     decoded in batches of up to ``MAX_DEFERRED_SECONDS`` of simulated time (at most 1536
     substeps); a possible ejection is analysed at the end of the step in which it starts. Flags
     (deep penetration) of quiet substeps therefore appear up to that late; events never wait.
+    In an episode whose scene lets no two shapes collide (MuJoCo's contype and conaffinity bits:
+    Reacher, Swimmer, the pendulums) no contact can occur, and nothing runs at all (``idle``).
 
     Example:
         >>> import gymnasium as gym
@@ -116,6 +118,9 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._can_screen = isinstance(self.adapter, ScreensSubsteps)
         self._convex_pieces = isinstance(self.adapter, HasConvexPieces)  # a protocol check: once, not per episode
         self._stager = self.adapter if isinstance(self.adapter, StagesFromState) else None
+        self._filters = self.adapter if isinstance(self.adapter, FiltersCollisions) else None
+        #: The episode's scene can make no contact: nothing is watched and nothing runs per substep.
+        self.idle = False
         #: Why the substeps run through the hooks this episode (None: they are screened).
         self.screen_unavailable: str | None = None
         self._step_substeps = 1  # the most substeps one env step ran under the hooks
@@ -145,6 +150,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         screened = self.screened
         if screened is None:
+            if self.idle:  # no contact can occur: the entry as it stands, nothing else
+                return self._with_entry(self.env.step(action))
             return self._step_hooked(action)
         # The screen watched the substeps. This path runs at every step of an RL loop: while no
         # candidate is open, one C call polls the screen and, where it tells nothing new, builds
@@ -159,13 +166,19 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.step", error))
             tell = 0  # detection has ended: nothing to poll
-        obs, reward, terminated, truncated, info = result
+        terminated, truncated = result[2], result[3]
         try:
             if (terminated or truncated or screened.open
                     or (screened.poll(screened.address) if tell is None else tell)):
                 self._screened_step(terminated or truncated)
         except Exception as error:  # noqa: BLE001 - never raise into the evaluation
             self._on_hook_error(HookError.capture(0, "monitor.step", error))
+        return self._with_entry(result)
+
+    def _with_entry(self, result: tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
+                    ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """The env's step result with the monitor's entry as it stands (each list a copy) added."""
+        obs, reward, terminated, truncated, info = result
         now = self._fields_now
         fields = {"artifact": now["artifact"], "events": list(now["events"]), "flags": list(now["flags"]),
                   "errors": list(self._errors)}
@@ -200,6 +213,10 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._stop_screen()
         adapter = self.adapter
         adapter.refresh()
+        self.idle = self._filters is not None and not self._filters.makes_contacts()
+        if self.idle:
+            self._start_idle()
+            return
         table = adapter.body_table()
         screen = self._screen_for_episode()
         if screen is None:
@@ -216,12 +233,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         monitored = table.watched  # the tracked bodies in a watched role
         self.watching = tuple(table.names[i] for i in monitored)
         self.unwatched_reason = None if self.watching else unwatched_reason(table)
-        name = _env_name(self.env)
-        if self.unwatched_reason is not None and name not in _WARNED:  # once per env and process
-            _WARNED.add(name)
-            logger.warning("ArtifactMonitor watches no body of %s, so it can report no contact artifact: %s. "
-                           "Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))",
-                           name, self.unwatched_reason)
+        if self.unwatched_reason is not None:
+            self._warn_unwatched(". Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))")
         deferred = round(MAX_DEFERRED_SECONDS / adapter.substep_dt)
         scene = dict(config=self.config, gravity=adapter.gravity, task_bodies=task_bodies(adapter.task_spec),
                      pieces=CollisionPieces.of_scene(adapter) if self._convex_pieces else None)
@@ -248,6 +261,23 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._quiet_speed = self.config.min_speed * (1.0 - QUIET_MARGIN)
         self._audit.start_episode()  # after the tap's (or the screen's) start: its count begins there
         self._fields_now = self._fields()
+
+    def _start_idle(self) -> None:
+        """An episode of a scene in which no two shapes can collide: no contact, hence no event
+        and no flag, can occur, so no hook of the monitor's runs and no detector is fed."""
+        if self.tap in self.adapter.hooks.listeners:
+            self.tap.active = False
+            self.adapter.hooks.remove(self.tap)
+        self.watching, self.unwatched_reason = (), NO_CONTACT_REASON
+        self._warn_unwatched("")
+        self._fields_now = self._fields()
+
+    def _warn_unwatched(self, hint: str) -> None:
+        name = _env_name(self.env)
+        if name not in _WARNED:  # once per env and process
+            _WARNED.add(name)
+            logger.warning("ArtifactMonitor watches no body of %s, so it can report no contact artifact: %s%s",
+                           name, self.unwatched_reason, hint)
 
     def _listen(self) -> None:
         """This episode's substeps through the hooks: the tap listens from its first substep."""
@@ -319,6 +349,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def recording_footer(self) -> dict[str, Any]:
         self._finish_episode()
+        if self.idle:
+            return {"detector": {"events": [], "flags": []}}
         if self.detector is None:
             return {}
         return {"detector": {"events": self.detector.events, "flags": self.detector.flags}}
@@ -413,6 +445,11 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         artifacts, flags = guarded(self._on_hook_error, "monitor.step", found, default=([], []))
         return {"artifact": bool(artifacts), "events": artifacts, "flags": flags, "errors": list(self._errors)}
+
+
+#: Why the monitor watches nothing of a scene in which no two shapes can collide.
+NO_CONTACT_REASON = ("no two of its shapes can collide (the model's collision filters: MuJoCo's contype and "
+                     "conaffinity), so no contact can throw anything")
 
 
 def unwatched_reason(table: BodyTable) -> str:
