@@ -3,8 +3,9 @@
 Every env runs in each configuration at once: plain, Gymnasium's ``RecordEpisodeStatistics``,
 SB3's ``Monitor`` (where stable-baselines3 is installed), ``ArtifactMonitor``, ``RecordPhysics``
 and both. At every step each configuration steps its own copy of the env with the same seeded
-random action, in an order that rotates step by step, so that a slow spell of a shared machine
-hits all of them (the trajectories are identical: the wrappers change nothing). Reported:
+random action, in a random order drawn anew at every step (none stepping twice in a row: see
+step_orders), so that a slow spell of a shared machine hits all of them (the trajectories are
+identical: the wrappers change nothing). Reported:
 
 - per env.step in steady state: the median over rounds of each configuration's mean step time over
   the plain env's (the resets, the step after each and the steps that end an episode left out: the
@@ -75,6 +76,25 @@ def wrappers(directory: str) -> dict[str, Callable[[gym.Env], gym.Env]]:
     return found
 
 
+def step_orders(n: int, count: int, seed: int) -> list[list[int]]:
+    """The order in which ``n`` configurations step, for each of ``count`` steps: a random
+    permutation, never starting with the configuration the one before ended with. An env stepped
+    right after itself finds its memory in cache, and one stepped after the others finds it
+    displaced; drawn so, every configuration steps after the same mix of the others. (An order
+    that alternates forward and back gives the first and the last an immediate repeat every other
+    step: the plain env, the ratios' denominator, and the last configuration.)"""
+    rng = np.random.default_rng(seed)
+    orders: list[list[int]] = []
+    last = -1
+    for _ in range(count):
+        order = rng.permutation(n)
+        if order[0] == last:
+            order = np.roll(order, -1)
+        orders.append(order.tolist())
+        last = orders[-1][-1]
+    return orders
+
+
 def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], gym.Env]], steps: int,
             rounds: int, seed: int = 0, episodes: int = 200) -> dict[str, dict[str, float]]:
     """Per configuration: ``step``, the median over rounds of its mean step time over the plain
@@ -98,10 +118,11 @@ def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], 
     loop_ratios: dict[str, list[float]] = {name: [] for name in names}
     plain_step: list[float] = []
     fresh = [True] * len(envs)  # the next step is the first of an episode
+    orders = step_orders(len(envs), len(actions) * (rounds + 1) + episodes + 10, seed)
     for round_ in range(rounds + 1):  # the first round warms up (imports, first episodes, allocations)
         spent, counted, loop = np.zeros(len(envs)), np.zeros(len(envs)), np.zeros(len(envs))
         for k, action in enumerate(actions):
-            for i in (range(len(envs)) if k % 2 == 0 else range(len(envs) - 1, -1, -1)):
+            for i in orders[round_ * len(actions) + k]:
                 start = clock()
                 _, _, terminated, truncated, _ = envs[i].step(action)
                 took = clock() - start
@@ -126,7 +147,7 @@ def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], 
     plain_episode: list[float] = []
     for k in range(episodes + 10):  # one-step episodes, the first ten to warm up
         times = np.zeros(len(envs))
-        for i in (range(len(envs)) if k % 2 == 0 else range(len(envs) - 1, -1, -1)):
+        for i in orders[-episodes - 10 + k]:
             start = clock()
             envs[i].reset(seed=seed + k)
             envs[i].step(actions[k % len(actions)])
