@@ -265,9 +265,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _start_idle(self) -> None:
         """An episode of a scene in which no two shapes can collide: no contact, hence no event
         and no flag, can occur, so no hook of the monitor's runs and no detector is fed."""
-        if self.tap in self.adapter.hooks.listeners:
-            self.tap.active = False
-            self.adapter.hooks.remove(self.tap)
+        self._stop_listening()
         self.watching, self.unwatched_reason = (), NO_CONTACT_REASON
         self._warn_unwatched("")
         self._fields_now = self._fields()
@@ -285,6 +283,11 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self.adapter.hooks.add(self.tap)
         self.tap.start_episode()
         self._checked, self._checked_drain = 0, self.tap.drains  # waiting substeps already speed-checked
+
+    def _stop_listening(self) -> None:
+        if self.tap in self.adapter.hooks.listeners:
+            self.tap.active = False
+            self.adapter.hooks.remove(self.tap)
 
     def _screen_for_episode(self) -> SubstepScreen | None:
         """The engine's screen for this episode's substeps, where it has one that can serve (not
@@ -304,9 +307,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if not started:
             self.screen_unavailable = "the scene's memory could not be bound"
             return False
-        if self.tap in self.adapter.hooks.listeners:
-            self.tap.active = False
-            self.adapter.hooks.remove(self.tap)  # no hook of ours around the env's substeps
+        self._stop_listening()  # no hook of ours around the env's substeps
         self.screened = ScreenedDetection(screen, self.adapter, self.detector, table, refresh_substeps=refresh)
         return True
 
