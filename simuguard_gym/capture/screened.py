@@ -48,8 +48,12 @@ class ScreenedDetection:
     """
 
     def __init__(self, screen: SubstepScreen, adapter: PhysicsAdapter, detector: ArtifactDetector,
-                 table: BodyTable, *, refresh_substeps: int) -> None:
+                 table: BodyTable, *, refresh_substeps: int, initial_state: np.ndarray | None = None) -> None:
         self.screen, self.adapter, self.detector = screen, adapter, detector
+        # The state the episode started from (read_state's vector), where the detector was started
+        # without its bodies' poses and velocities: decoded only if a substep is fed from the first
+        # on (most episodes feed none), and told to the detector then (ArtifactDetector.start_state).
+        self._initial_state = initial_state
         self._names = table.names
         self._refresh = refresh_substeps
         #: ``poll(address)``: after an env step, non-zero where :meth:`update` has work (one C call).
@@ -115,7 +119,11 @@ class ScreenedDetection:
         detector = self.detector
         if hi <= lo:
             return
-        if lo > detector.substeps:
+        if lo == 0 and self._initial_state is not None:  # the bodies' start, decoded now it is needed
+            pose, vel = self.adapter.body_states(self._initial_state[None], detector.tracked)
+            detector.start_state(pose[0], vel[0])
+            self._initial_state = None
+        elif lo > detector.substeps:
             start = self.screen.states(lo, lo + 1)  # the state substep lo - 1 ended in
             pose, vel = self.adapter.body_states(start, detector.tracked)
             detector.skip(lo - detector.substeps, pose[0], vel[0], self.screen.fastest(lo - 1))

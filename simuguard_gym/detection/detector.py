@@ -168,23 +168,13 @@ class ArtifactDetector:
         ntrack = len(self.tracked)
         # The stage box, or what computes it the first time an event asks (most episodes never do).
         self._stage_source: StageBox | Callable[[], StageBox | None] | None = stage
-        # History from substep -1 (the state before the first substep) on.
-        pose0 = np.zeros((ntrack, 7)) if initial_pose is None else np.asarray(initial_pose, float).reshape(ntrack, 7)
-        vel0 = np.zeros((ntrack, 6)) if initial_vel is None else np.asarray(initial_vel, float).reshape(ntrack, 6)
-        self._h0 = -1
-        self._pos = pose0[None, :, :3].copy()
-        self._quat = pose0[None, :, 3:].copy()
-        self._vel = vel0[None, :, :3].copy()
-        self._speed = np.linalg.norm(self._vel, axis=2)
-        self._fastest = self._speed.copy()  # per substep: the fastest each body moved up to it
-        self._dv = np.zeros((1, ntrack))
-        self._touch = np.zeros((1, ntrack), bool)
-        self._touch_container = np.zeros((1, ntrack), bool)
+        self.substeps = 0
+        self.start_state(np.zeros((ntrack, 7)) if initial_pose is None else initial_pose,
+                         np.zeros((ntrack, 6)) if initial_vel is None else initial_vel)
         self._pairs = _Pairs.of(ContactPairs.empty(0), 0)
         self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
         self._pending: list[list[int]] = [[] for _ in range(ntrack)]
         self._blocked = np.full(ntrack, -2, dtype=np.int64)  # candidates up to here belong to an event
-        self.substeps = 0
         #: the largest speed (m/s) of each tracked body so far, over every substep fed
         self.peak_speed = np.zeros(ntrack)
         self.events: list[dict[str, Any]] = []  # confirmed by stage 1, with every stage's verdict
@@ -230,6 +220,22 @@ class ArtifactDetector:
         merges those of substeps whose contacts it could not read into its own)."""
         keys = [key for key in self._flags if key[0] == "deep_penetration"]
         return [self._flags.pop(key) for key in keys]
+
+    def start_state(self, pose: np.ndarray, vel: np.ndarray) -> None:
+        """The tracked bodies' pose (B, 7) and velocity (B, 6) before the first substep, the
+        history's start (the constructor's ``initial_pose`` and ``initial_vel``): told before the
+        first substep is fed, e.g. by a screen only once it feeds the episode from its start."""
+        if self.substeps:
+            raise ValueError(f"the episode's start state told after {self.substeps} substeps were fed")
+        ntrack = len(self.tracked)
+        pose, vel = np.asarray(pose, float).reshape(ntrack, 7), np.asarray(vel, float).reshape(ntrack, 6)
+        self._h0 = -1  # the history runs from substep -1, the state before the first substep
+        self._pos, self._quat, self._vel = pose[None, :, :3].copy(), pose[None, :, 3:].copy(), vel[None, :, :3].copy()
+        self._speed = np.linalg.norm(self._vel, axis=2)
+        self._fastest = self._speed.copy()  # per substep: the fastest each body moved up to it
+        self._dv = np.zeros((1, ntrack))
+        self._touch = np.zeros((1, ntrack), bool)
+        self._touch_container = np.zeros((1, ntrack), bool)
 
     def skip(self, n: int, pose: np.ndarray, vel: np.ndarray, fastest: np.ndarray) -> None:
         """Pass over the next ``n`` substeps unseen: a screen found none of them could start a

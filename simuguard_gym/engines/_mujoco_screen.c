@@ -119,22 +119,40 @@ static void flag(screen_binding *b, int64_t k) {
         b->flagged = k;
 }
 
+/* Tracked column col's centre-of-mass velocity (world frame) from mjData's velocities now. */
+static void column_velocity(const screen_binding *b, int64_t col, double v[3]) {
+    int32_t body = ((const int32_t *)b->tracked)[col];
+    const double *w = (const double *)b->cvel + 6 * body, *lin = w + 3, *x = (const double *)b->xipos + 3 * body;
+    const double *c = (const double *)b->subtree_com + 3 * ((const int32_t *)b->rootid)[body];
+    double r[3] = {x[0] - c[0], x[1] - c[1], x[2] - c[2]};
+    v[0] = lin[0] + w[1] * r[2] - w[2] * r[1];
+    v[1] = lin[1] + w[2] * r[0] - w[0] * r[2];
+    v[2] = lin[2] + w[0] * r[1] - w[1] * r[0];
+}
+
+/* The episode's first substep starts: the velocities of the state it starts from (mjData's now)
+ * are the ones its change is measured against, and the fastest each body moved so far. */
+static void seed_motion(screen_binding *b) {
+    double *vel = (double *)b->vel, *running = (double *)b->running, *speed0 = (double *)b->speed0;
+    for (int64_t col = 0; col < b->ntracked; col++) {
+        double *v = vel + 3 * col;
+        column_velocity(b, col, v);
+        speed0[col] = running[col] = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    }
+}
+
 /* The state substep k ended in (mjData's velocities now) against the screen's rules. */
 static void screen_motion(screen_binding *b, int64_t k) {
-    const int32_t *tracked = (const int32_t *)b->tracked, *rootid = (const int32_t *)b->rootid;
     const uint8_t *kind = (const uint8_t *)b->kind;
-    const double *cvel = (const double *)b->cvel, *xipos = (const double *)b->xipos;
-    const double *com = (const double *)b->subtree_com, *speed0 = (const double *)b->speed0;
+    const double *xipos = (const double *)b->xipos, *speed0 = (const double *)b->speed0;
     double *vel = (double *)b->vel, *running = (double *)b->running, *fastest = (double *)b->fastest;
     const int64_t *last_touch = (const int64_t *)b->last_touch;
     int64_t before = k - b->w_carrier - 1, row = k % b->capacity;
     int have_before = before >= 0 && k - before < b->capacity;
     for (int64_t col = 0; col < b->ntracked; col++) {
-        int32_t body = tracked[col];
-        const double *w = cvel + 6 * body, *lin = w + 3, *x = xipos + 3 * body, *c = com + 3 * rootid[body];
-        double r[3] = {x[0] - c[0], x[1] - c[1], x[2] - c[2]};
-        double v[3] = {lin[0] + w[1] * r[2] - w[2] * r[1], lin[1] + w[2] * r[0] - w[0] * r[2],
-                       lin[2] + w[0] * r[1] - w[1] * r[0]};
+        const double *x = xipos + 3 * ((const int32_t *)b->tracked)[col];
+        double v[3];
+        column_velocity(b, col, v);
         double *p = vel + 3 * col;
         double d[3] = {v[0] - p[0], v[1] - p[1], v[2] - p[2]};
         double speed = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
@@ -282,8 +300,12 @@ static void screen_substep(screen_binding *b) {
             screen_motion(b, k - 1);
             b->moved = k;
         }
+        if (k == 0)
+            seed_motion(b);
     } else if (t == b->current_time) {
         copy_row(b, k); /* the substep's own start, after an mj_forward's at the same time */
+        if (k == 0)
+            seed_motion(b);
     }
     collect_contacts(b);
 }

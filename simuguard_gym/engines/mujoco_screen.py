@@ -132,14 +132,13 @@ class MujocoScreen:
 
     # ------------------------------------------------------------------ an episode
     def start_episode(self, tracked: np.ndarray, kinds: np.ndarray, config: Any, *, lookback: int,
-                      steps_between_polls: int, initial_vel: np.ndarray, refresh_every: int) -> bool:
+                      steps_between_polls: int, refresh_every: int) -> bool:
         """Screen from substep 0 on, the tracked bodies' columns of kind 0 (tracked), 1 (watched
         object) or 2 (watched base), with the detector's thresholds (``config``: a
         :class:`~simuguard_gym.detection.DetectorConfig`); False (nothing bound) where the
         scene's memory cannot be bound, or the callback not installed."""
         self.stop()
         adapter = self.adapter
-        n = len(tracked)
         # The ring holds the lookback and a few env steps (the most substeps one took so far).
         steps = max(steps_between_polls, int(self.binding.max_gap), adapter.substeps_per_step(), 1)
         capacity = int(lookback + 4 * steps + 64)
@@ -151,9 +150,8 @@ class MujocoScreen:
         if not b.contacts:  # located since (the scene's first contact)
             self.locate_contacts()
         dt = adapter.substep_dt
-        vel = np.asarray(initial_vel, float).reshape(n, 6)[:, :3]
-        a["vel"][:n] = vel
-        a["speed0"][:n] = a["running"][:n] = np.linalg.norm(vel, axis=1)
+        # vel, speed0 and running: the callback sets them at the episode's first substep, from
+        # the velocities MuJoCo computed of the state it starts from.
         a["last_touch"][:] = -(1 << 40)
         a["touching"][:] = 0
         for name, value in {

@@ -223,11 +223,11 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._listen()
             tracked, initial_pose, initial_vel = self.tap.tracked, self.tap.initial_pose, self.tap.initial_vel
             state = self.tap.initial_state
-        else:  # the state the episode starts from, as the tap reads it
-            tracked = table.tracked
+        else:  # the state the episode starts from, as the tap reads it; the bodies' start is
+            # decoded only if the screen ever feeds the detector from the first substep on
+            tracked, initial_pose, initial_vel = table.tracked, None, None
             state = np.empty(sum(c.size for c in adapter.state_layout()))
             adapter.read_state(state)
-            initial_pose, initial_vel = (x[0] for x in adapter.body_states(state[None], tracked))
         stager = self._stager  # the stage box of the first state, computed only if an event asks for it
         stage = (lambda: stager.stage_box_of(state)) if stager is not None else adapter.stage_box()
         monitored = table.watched  # the tracked bodies in a watched role
@@ -247,9 +247,10 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         else:
             self.detector = ArtifactDetector(table, tracked, adapter.substep_dt, **scene, **episode)
         self._last_detector = self.detector
-        if screen is not None and not self._start_screen(screen, table, tracked, initial_vel, deferred):
+        if screen is not None and not self._start_screen(screen, table, tracked, deferred, state):
             self.detector.count_deep = True
             self._listen()
+            self.detector.start_state(self.tap.initial_pose, self.tap.initial_vel)
         if self.screened is None:
             self._speed_bound = adapter.speed_bound(monitored)
             # A base's quiet speed follows the fastest it moved (see candidate_speeds): only there.
@@ -298,17 +299,18 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         screen, self.screen_unavailable = self.adapter.substep_screen()  # type: ignore[attr-defined]
         return screen
 
-    def _start_screen(self, screen: SubstepScreen, table: BodyTable, tracked: np.ndarray, initial_vel: np.ndarray,
-                      refresh: int) -> bool:
+    def _start_screen(self, screen: SubstepScreen, table: BodyTable, tracked: np.ndarray, refresh: int,
+                      initial_state: np.ndarray) -> bool:
         assert self.detector is not None
         started = screen.start_episode(
             tracked, tracked_kinds(table, tracked), self.config, lookback=self.detector.lookback_substeps,
-            steps_between_polls=self._step_substeps, initial_vel=initial_vel, refresh_every=refresh)
+            steps_between_polls=self._step_substeps, refresh_every=refresh)
         if not started:
             self.screen_unavailable = "the scene's memory could not be bound"
             return False
         self._stop_listening()  # no hook of ours around the env's substeps
-        self.screened = ScreenedDetection(screen, self.adapter, self.detector, table, refresh_substeps=refresh)
+        self.screened = ScreenedDetection(screen, self.adapter, self.detector, table, refresh_substeps=refresh,
+                                          initial_state=initial_state)
         return True
 
     def _stop_screen(self) -> None:
