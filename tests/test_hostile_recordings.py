@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import msgpack
 import mujoco
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from recording_files import craft, records_of
 from simuguard_gym import RecordPhysics, load_recording, replay
 from simuguard_gym.attach import BenchmarkEnv
 from simuguard_gym.cli import main
-from simuguard_gym.recording.trust import UntrustedRecordingError, signed_by_user
+from simuguard_gym.recording.trust import SIGNATURE, UntrustedRecordingError, sign, signed_body, signed_by_user
 
 KINDS = ("factory", "module", "module_id")
 #: What each kind of file asks for, as the refusal names it.
@@ -127,6 +128,17 @@ def test_own_recordings_are_signed_and_an_edit_is_not(scene, tmp_path):
     # the same bytes, re-signed by nobody: the header's signature covers every field
     copied = craft(records_of(scene), tmp_path / "copy.msgpack")
     assert signed_by_user(load_recording(copied).header)
+
+
+@pytest.mark.parametrize("fields", [0, 1, 14, 15, 16, 200, 65535, 65536])
+def test_a_header_signed_as_it_is_packed_is_the_signed_header_packed(fields):
+    # The writer packs a header once and appends the signature to those bytes: a map's length
+    # changes its first bytes (fixmap up to 15 fields, then map16, map32).
+    header = {f"field{i}": i for i in range(fields)}
+    expected = msgpack.packb(sign(header), use_bin_type=True)
+    assert signed_body(header) == expected
+    assert signed_body({SIGNATURE: "hmac-sha256:forged", **header}) == expected
+    assert signed_by_user(msgpack.unpackb(signed_body(header)))
 
 
 def test_own_recordings_replay_with_no_flag_factories_included(scene, native):

@@ -266,7 +266,8 @@ class SubstepRecorder(NativeFillMixin):
         try:
             self._end_chunk(final)
         finally:
-            self._rebind()  # the rows and the stage may be others now
+            if not final:  # after the last chunk the episode ends: finish stops the copy
+                self._rebind()  # the rows and the stage may be others now
 
     def _end_chunk(self, final: bool) -> None:
         n = self._row

@@ -20,7 +20,7 @@ from simuguard_gym.recording.format import (
     encode_array,
 )
 from simuguard_gym.output_files import refuse_link
-from simuguard_gym.recording.trust import sign
+from simuguard_gym.recording.trust import signed_body
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,11 @@ os.register_at_fork(after_in_child=_forget_syncer)
 
 
 def pack_record(kind: str, payload: dict[str, Any]) -> bytes:
-    body = msgpack.packb(payload, use_bin_type=True)
+    return record_of(kind, msgpack.packb(payload, use_bin_type=True))
+
+
+def record_of(kind: str, body: bytes) -> bytes:
+    """The file record of a payload packed already (``body``: its msgpack bytes)."""
     return msgpack.packb([kind, body, zlib.crc32(body)], use_bin_type=True)
 
 
@@ -101,7 +105,10 @@ class RecordingWriter:
         self._sha = hashlib.sha256()
         self._chunks = 0
         self.substeps = 0
-        self._write("header", sign({"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header}))
+        # Packed once: the signature is appended to the bytes it signs (trust.signed_body).
+        record = record_of("header", signed_body({"format": FORMAT_NAME, "schema": SCHEMA_VERSION, **header}))
+        self._file.write(record)
+        self._sha.update(record)
         # Out of Python's buffer before the first substep runs: a process killed at any later
         # point leaves the seed, the env and the initial state readable in the .partial file.
         self._file.flush()
