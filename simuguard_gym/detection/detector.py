@@ -66,6 +66,8 @@ class _Pairs:
 
 
 _PAIR_FIELDS = ("sub", "bodies", "depth", "abs_force", "pieces", "normal", "speed")
+#: No pairs: where every episode's history starts (pairs are never changed in place).
+_NO_PAIRS = _Pairs.of(ContactPairs.empty(0), 0)
 
 
 @dataclass
@@ -171,7 +173,7 @@ class ArtifactDetector:
         self.substeps = 0
         self.start_state(np.zeros((ntrack, 7)) if initial_pose is None else initial_pose,
                          np.zeros((ntrack, 6)) if initial_vel is None else initial_vel)
-        self._pairs = _Pairs.of(ContactPairs.empty(0), 0)
+        self._pairs = _NO_PAIRS
         self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
         self._pending: list[list[int]] = [[] for _ in range(ntrack)]
         self._blocked = np.full(ntrack, -2, dtype=np.int64)  # candidates up to here belong to an event

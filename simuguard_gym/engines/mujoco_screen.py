@@ -110,6 +110,7 @@ class MujocoScreen:
         #: (is an input, offset in its ring's row, bytes, offset in a SpanRows row) per copied run
         self._segments: list[tuple[bool, int, int, int]] = []
         self._key: tuple[Any, ...] | None = None  # the scene and tracked set the binding holds
+        self._thresholds_for: tuple[Any, float] | None = None  # the (config, substep dt) it holds
         self._finalizer: weakref.finalize | None = None
         self._owners: tuple[Any, ...] = ()
 
@@ -144,35 +145,43 @@ class MujocoScreen:
         capacity = int(lookback + 4 * steps + 64)
         key = (id(adapter.data), id(adapter.model), np.asarray(tracked).tobytes(), np.asarray(kinds).tobytes(),
                capacity, id(adapter.body_table()))
-        if self._key != key and not self._bind_scene(key, tracked, kinds, capacity):
-            return False
+        if self._key != key:
+            self.release()  # the callback's list holds the binding with the arrays its finalizer keeps
+            if not self._bind_scene(key, tracked, kinds, capacity):
+                return False
         b, a = self.binding, self._arrays
         if not b.contacts:  # located since (the scene's first contact)
             self.locate_contacts()
         dt = adapter.substep_dt
+        if self._thresholds_for != (config, dt):  # a config is frozen: its thresholds, once per scene
+            for name, value in {
+                    "min_speed": config.min_speed, "dv_min": config.velocity_change_per_substep(dt),
+                    "ratio": config.carrier_ratio, "max_speed": config.max_speed,
+                    "max_penetration": config.max_penetration, "w_contact": config.substeps(config.contact_window, dt),
+                    "w_carrier": config.substeps(config.carrier_window, dt)}.items():
+                setattr(b, name, value)
+            self._thresholds_for = (config, dt)
         # vel, speed0 and running: the callback sets them at the episode's first substep, from
         # the velocities MuJoCo computed of the state it starts from.
         a["last_touch"][:] = -(1 << 40)
         a["touching"][:] = 0
-        for name, value in {
-                "base": adapter.step_counter(), "current": -1, "current_time": 0.0, "seen": 0, "moved": 0,
-                "min_speed": config.min_speed, "dv_min": config.velocity_change_per_substep(dt), "ratio": config.carrier_ratio,
-                "max_speed": config.max_speed, "max_penetration": config.max_penetration,
-                "w_contact": config.substeps(config.contact_window, dt), "w_carrier": config.substeps(config.carrier_window, dt),
-                "flagged": -1, "unreadable": 0, "npairs": 0, "pair_overflow": 0, "npending": 0, "npairs_told": 0,
-                "polled_at": 0, "ninputs": 0, "input_from": -1,
-                "refresh_at": refresh_every}.items():
-            setattr(b, name, value)
+        b.base, b.current, b.current_time, b.seen, b.moved = adapter.step_counter(), -1, 0.0, 0, 0
+        b.flagged, b.unreadable, b.npairs, b.pair_overflow, b.npending, b.npairs_told = -1, 0, 0, 0, 0, 0
+        b.polled_at, b.ninputs, b.input_from, b.refresh_at = 0, 0, -1, refresh_every
+        b.data = self._data_address  # the callback reads it from the next substep of this MjData on
+        if self._attached:  # on the list since an earlier episode (see stop)
+            return True
         if not self._install():
+            b.data = 0
             return False
         if not self.extension.attach(ctypes.addressof(b)):
+            b.data = 0
             self._release()
             return False
         self._attached = True
-        # A screen dropped without stop() (an env never closed) must leave MuJoCo's callback first:
-        # the finalizer holds the binding and its arrays until it has.
-        if self._finalizer is None or not self._finalizer.alive:
-            self._finalizer = weakref.finalize(self, _detach, self.extension, b, self._arrays, self._owners)
+        # A screen dropped without release() (an env never closed) must leave MuJoCo's callback
+        # first: the finalizer holds the binding and its arrays until it has.
+        self._finalizer = weakref.finalize(self, _detach, self.extension, b, self._arrays, self._owners)
         return True
 
     def _bind_scene(self, key: tuple[Any, ...], tracked: np.ndarray, kinds: np.ndarray, capacity: int) -> bool:
@@ -219,7 +228,7 @@ class MujocoScreen:
         dtype = adapter.contact_record_dtype
         b = self.binding
         for name, value in {
-                "version": BINDING_VERSION, "data": data._address, "step_count": counter, "time_src": time,
+                "version": BINDING_VERSION, "data": 0, "step_count": counter, "time_src": time,
                 "nsegments": len(segments), "nstate": sum(not seg[0] for seg in segments), "row_bytes": row_bytes,
                 "input_bytes": input_bytes, "capacity": capacity, "ntracked": n,
                 "cvel": data.cvel.ctypes.data, "xipos": data.xipos.ctypes.data, "subtree_com": data.subtree_com.ctypes.data,
@@ -233,6 +242,7 @@ class MujocoScreen:
             b.seg_src[i], b.seg_bytes[i], b.seg_offset[i] = address, nbytes, offset
         self._segments = [(is_input, offset, nbytes, at) for is_input, offset, nbytes, _, at in segments]
         self._rows, self._owners = rows, (data, model, sources)
+        self._data_address = data._address  # what the callback matches, while an episode is screened
         self._qpos_at = next(c.offset for c in adapter.state_layout() if c.name == "qpos")
         self._key = key
         return True
@@ -256,7 +266,14 @@ class MujocoScreen:
         return out
 
     def stop(self) -> None:
-        """Screen nothing more (the callback goes once no screen runs)."""
+        """Screen nothing more this episode. The binding stays on the callback's list, matching
+        no MjData (the callback, installed, passes it over) until the next :meth:`start_episode`
+        of the scene: an episode costs no installing or listing."""
+        self.binding.data = 0
+
+    def release(self) -> None:
+        """Off the callback's list; the callback goes once no screen is on it (the env closes)."""
+        self.binding.data = 0
         if self._attached:
             self._attached = False
             if self._finalizer is not None:
@@ -266,7 +283,8 @@ class MujocoScreen:
 
     @property
     def running(self) -> bool:
-        return self._attached
+        """Whether an episode is screened (from :meth:`start_episode` to :meth:`stop`)."""
+        return self._attached and self.binding.data != 0
 
     @property
     def seen(self) -> int:

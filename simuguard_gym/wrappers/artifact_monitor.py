@@ -115,6 +115,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         #: capture/screened.py), what feeds the detector; None while the hooks run (the first
         #: episode, stacked with a recorder, or where the engine cannot screen).
         self.screened: ScreenedDetection | None = None
+        self._screen: SubstepScreen | None = None  # the engine's screen, once an episode used it
         self._can_screen = isinstance(self.adapter, ScreensSubsteps)
         self._convex_pieces = isinstance(self.adapter, HasConvexPieces)  # a protocol check: once, not per episode
         self._stager = self.adapter if isinstance(self.adapter, StagesFromState) else None
@@ -231,7 +232,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
         stager = self._stager  # the stage box of the first state, computed only if an event asks for it
         stage = (lambda: stager.stage_box_of(state)) if stager is not None else adapter.stage_box()
         monitored = table.watched  # the tracked bodies in a watched role
-        self.watching = tuple(table.names[i] for i in monitored)
+        self.watching = tuple(table.names[i] for i in monitored.tolist())
         self.unwatched_reason = None if self.watching else unwatched_reason(table)
         if self.unwatched_reason is not None:
             self._warn_unwatched(". Name bodies to watch with ArtifactMonitor(env, task_spec=TaskSpec(objects=(...)))")
@@ -309,6 +310,7 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self.screen_unavailable = "the scene's memory could not be bound"
             return False
         self._stop_listening()  # no hook of ours around the env's substeps
+        self._screen = screen  # released when the monitor closes
         self.screened = ScreenedDetection(screen, self.adapter, self.detector, table, refresh_substeps=refresh,
                                           initial_state=initial_state)
         return True
@@ -342,6 +344,8 @@ class ArtifactMonitor(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _detach(self) -> None:
         self._stop_screen()
+        if self._screen is not None:
+            self._screen.release()
         if self in self.adapter.hooks.annotators:
             self.adapter.hooks.annotators.remove(self)
         self.adapter.hooks.remove(self.tap)
