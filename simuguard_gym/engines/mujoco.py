@@ -30,7 +30,7 @@ from simuguard_gym.engines.mujoco_contacts import MujocoContacts, _contact_recor
 from simuguard_gym.engines.mujoco_hooking import MujocoLocation
 from simuguard_gym.physics.scene_geometry import ContactPointsNow, GeometryPart
 from simuguard_gym.engines.mujoco_interventions import MujocoInterventions
-from simuguard_gym.engines.mujoco_kinematics import MujocoKinematics
+from simuguard_gym.engines.mujoco_kinematics import BodyColumns, MujocoKinematics
 from simuguard_gym.engines.mujoco_memory import state_rows_of
 from simuguard_gym.physics.bodies import BodyTable
 from simuguard_gym.physics.contacts import ContactPairs
@@ -130,6 +130,7 @@ class MujocoAdapter(MujocoContacts, MujocoKinematics, MujocoInterventions, BodyT
             qvel_offset = next(c.offset for c in layout if c.name == "qvel")
             self._free_qpos[free] = qpos_offset + model.jnt_qposadr[joint[free]]
             self._free_qvel[free] = qvel_offset + model.jnt_dofadr[joint[free]]
+        self._body_columns: dict[bytes, BodyColumns] = {}  # by the ids' bytes: see MujocoKinematics
         self._tracked_mask = np.zeros(model.nbody, dtype=bool)
         self._robot_mask = np.zeros(model.nbody, dtype=bool)
         self._table: BodyTable | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import mujoco
 import numpy as np
@@ -51,11 +51,24 @@ def free_body_motion(q: np.ndarray, v: np.ndarray, ipos: np.ndarray) -> tuple[np
     return omega, offset, v[..., :3] + cross(omega, offset)
 
 
+class BodyColumns(NamedTuple):
+    """Where a set of bodies' states are: the columns of the free ones and of the others, and
+    the free ones' qpos (k, 7) and qvel (k, 6) elements in an integration state."""
+
+    free: np.ndarray
+    other: np.ndarray
+    qpos: np.ndarray
+    qvel: np.ndarray
+
+
 class MujocoKinematics:
     """Body states from recorded states, mixed into :class:`~simuguard_gym.engines.mujoco.MujocoAdapter`."""
 
     model: mujoco.MjModel
     data: mujoco.MjData
+    _free_qpos: np.ndarray
+    _free_qvel: np.ndarray
+    _body_columns: dict[bytes, BodyColumns]
     #: Static geometry larger than this (m, across) does not bound the stage (see stage_box).
     STAGE_GEOM_SIZE = 4.0
 
@@ -73,20 +86,30 @@ class MujocoKinematics:
         vel = np.zeros((n, len(ids), 6))
         if n == 0 or len(ids) == 0:
             return pose, vel
-        m = self.model
-        is_free = self._free_qpos[ids] >= 0
-        cols = np.flatnonzero(is_free)
+        columns = self._columns_of(ids)
+        cols = columns.free
         if cols.size:
-            qpos = self._free_qpos[ids[cols]][:, None] + np.arange(7)
-            qvel = self._free_qvel[ids[cols]][:, None] + np.arange(6)
-            self._free_body_states(states[:, qpos], states[:, qvel], ids[cols], pose, vel, cols)
-        slow = np.flatnonzero(~is_free)
+            self._free_body_states(states[:, columns.qpos], states[:, columns.qvel], ids[cols], pose, vel, cols)
+        slow = columns.other
         if slow.size:
             computed = self._kinematics(states)
             if kinematics is not None:
                 kinematics["all"] = computed
-            _fill_from_kinematics(m, computed, ids[slow], pose, vel, slow)
+            _fill_from_kinematics(self.model, computed, ids[slow], pose, vel, slow)
         return pose, vel
+
+    def _columns_of(self, ids: np.ndarray) -> BodyColumns:
+        """The :class:`BodyColumns` of ``ids`` (made once per set of bodies and model: an episode's
+        start decodes one state, where indexing would cost as much as the maths)."""
+        key = np.asarray(ids, np.int64).tobytes()
+        found = self._body_columns.get(key)
+        if found is None:
+            is_free = self._free_qpos[ids] >= 0
+            free = np.flatnonzero(is_free)
+            found = self._body_columns[key] = BodyColumns(
+                free=free, other=np.flatnonzero(~is_free), qpos=self._free_qpos[ids[free]][:, None] + np.arange(7),
+                qvel=self._free_qvel[ids[free]][:, None] + np.arange(6))
+        return found
 
     def body_states_of_rows(self, rows: "StateRows", buffer: np.ndarray, ids: np.ndarray
                             ) -> tuple[np.ndarray, np.ndarray]:
