@@ -165,28 +165,33 @@ def measure(make: Callable[[], gym.Env], configs: dict[str, Callable[[gym.Env], 
 
 
 def ppo_fps(n_envs: int, timesteps: int, rounds: int) -> float:
-    """Median over rounds of SB3 PPO's fps on Ant-v5 with ArtifactMonitor, over plain (run in turn)."""
+    """Median over rounds of SB3 PPO's fps on Ant-v5 with ArtifactMonitor, over plain. The two
+    models train in turn, one rollout (and its update) each, so that a slow spell of a shared
+    machine hits both: each round sums each model's time over ``timesteps`` steps."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)  # torch's threads compete with the envs for a small machine's cores: noise
+    n_steps = 256
 
-    def fps(monitor: bool) -> float:
+    def model(monitor: bool) -> PPO:
         env = make_vec_env("Ant-v5", n_envs=n_envs, seed=0, wrapper_class=ArtifactMonitor if monitor else None)
-        model = PPO("MlpPolicy", env, n_steps=256, batch_size=256, n_epochs=1, device="cpu", seed=0)
-        start = time.perf_counter()
-        model.learn(timesteps)
-        took = time.perf_counter() - start
-        env.close()
-        return timesteps / took
+        return PPO("MlpPolicy", env, n_steps=n_steps, batch_size=256, n_epochs=1, device="cpu", seed=0)
 
     ratios = []
-    for k in range(rounds):
-        first, second = (False, True) if k % 2 == 0 else (True, False)
-        a, b = fps(first), fps(second)
-        plain, monitored = (a, b) if not first else (b, a)
-        ratios.append(monitored / plain)
+    for _ in range(rounds):
+        models = {False: model(False), True: model(True)}
+        took = {False: 0.0, True: 0.0}
+        rollout = n_steps * n_envs
+        for k in range(max(1, timesteps // rollout)):
+            for monitor in ((False, True) if k % 2 == 0 else (True, False)):
+                start = time.perf_counter()
+                models[monitor].learn(rollout, reset_num_timesteps=False)
+                took[monitor] += time.perf_counter() - start
+        for trained in models.values():
+            trained.get_env().close()
+        ratios.append(took[False] / took[True])  # fps monitored / fps plain: the same steps each
     return float(np.median(ratios))
 
 
