@@ -83,7 +83,10 @@ class WriteEncoder:
         values = []
         # One key per run: runs change rarely, so there are few distinct keys (one in the common case).
         key = (first[rows] * len(self.bits) + last[rows]) * 2 + late[rows]
-        distinct, which = np.unique(key, return_inverse=True)
+        if len(key) and (key == key[0]).all():  # the common case, without np.unique's sort
+            distinct, which = key[:1], np.zeros(len(key), np.intp)
+        else:
+            distinct, which = np.unique(key, return_inverse=True)
         written = before if len(rows) == len(before) else before[rows]
         for part in (0, 1):  # 0: start values, 1: mid values
             columns = [self._run_columns(int(k) // 2 // len(self.bits), int(k) // 2 % len(self.bits), int(k) % 2)[part]
