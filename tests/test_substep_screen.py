@@ -156,6 +156,27 @@ def test_a_control_callback_of_the_users_keeps_the_hooks():
         mujoco.set_mjcb_control(None)
 
 
+def test_a_callback_set_and_cleared_between_episodes_leaves_the_screen_watching():
+    # The screen stays on MuJoCo's callback between episodes; a user's callback in between
+    # (an observer of their own) replaces it, and clearing it leaves none: the next episode's
+    # screen must be called again, or it would see no substep (LostSubsteps).
+    env = ArtifactMonitor(gym.make("HalfCheetah-v5"))
+    env.action_space.seed(0)
+    screened = []
+    for seed in range(4):
+        if seed == 2:
+            mujoco.set_mjcb_control(lambda model, data: None)
+            mujoco.set_mjcb_control(None)
+        env.reset(seed=seed)
+        for _ in range(20):
+            _, _, _, _, info = env.step(env.action_space.sample())
+        assert info[INFO_KEY]["errors"] == []
+        screened.append(env.screened is not None and env.screened.screen.seen == 20 * 5)
+    env.close()
+    assert screened == [True, True, True, True]
+    assert mujoco.get_mjcb_control() is None  # the monitor's close takes its callback away
+
+
 class HalvesEnv(gym.Env):
     """A scene stepped as robosuite steps: mj_step1, the control written, mj_step2."""
 

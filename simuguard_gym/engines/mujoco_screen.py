@@ -170,6 +170,8 @@ class MujocoScreen:
         b.polled_at, b.ninputs, b.input_from, b.refresh_at = 0, 0, -1, refresh_every
         b.data = self._data_address  # the callback reads it from the next substep of this MjData on
         if self._attached:  # on the list since an earlier episode (see stop)
+            if mujoco.get_mjcb_control() is None:  # cleared meanwhile (substep_screen checked no other is set)
+                mujoco.set_mjcb_control(type(self)._callback)
             return True
         if not self._install():
             b.data = 0
