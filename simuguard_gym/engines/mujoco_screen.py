@@ -111,6 +111,7 @@ class MujocoScreen:
         self._segments: list[tuple[bool, int, int, int]] = []
         self._key: tuple[Any, ...] | None = None  # the scene and tracked set the binding holds
         self._thresholds_for: tuple[Any, float] | None = None  # the (config, substep dt) it holds
+        self._data_address = 0  # the bound MjData's, which the callback matches while an episode is screened
         self._finalizer: weakref.finalize | None = None
         self._owners: tuple[Any, ...] = ()
 
@@ -244,7 +245,7 @@ class MujocoScreen:
             b.seg_src[i], b.seg_bytes[i], b.seg_offset[i] = address, nbytes, offset
         self._segments = [(is_input, offset, nbytes, at) for is_input, offset, nbytes, _, at in segments]
         self._rows, self._owners = rows, (data, model, sources)
-        self._data_address = data._address  # what the callback matches, while an episode is screened
+        self._data_address = data._address
         self._qpos_at = next(c.offset for c in adapter.state_layout() if c.name == "qpos")
         self._key = key
         return True
