@@ -229,12 +229,19 @@ class ArtifactDetector:
         first substep is fed, e.g. by a screen only once it feeds the episode from its start."""
         if self.substeps:
             raise ValueError(f"the episode's start state told after {self.substeps} substeps were fed")
+        self._history_from(pose, vel, None)  # from substep -1, the state before the first substep
+
+    def _history_from(self, pose: np.ndarray, vel: np.ndarray, fastest: np.ndarray | None) -> None:
+        """The history starts again at the state the substeps fed so far ended in (``pose``,
+        ``vel``; ``fastest``: the fastest each body moved up to it, None: no faster than now)."""
         ntrack = len(self.tracked)
         pose, vel = np.asarray(pose, float).reshape(ntrack, 7), np.asarray(vel, float).reshape(ntrack, 6)
-        self._h0 = -1  # the history runs from substep -1, the state before the first substep
+        self._h0 = self.substeps - 1
         self._pos, self._quat, self._vel = pose[None, :, :3].copy(), pose[None, :, 3:].copy(), vel[None, :, :3].copy()
         self._speed = np.linalg.norm(self._vel, axis=2)
-        self._fastest = self._speed.copy()  # per substep: the fastest each body moved up to it
+        # per substep: the fastest each body moved up to it
+        self._fastest = (self._speed.copy() if fastest is None
+                         else np.fmax(np.asarray(fastest, float).reshape(1, ntrack), self._speed))
         self._dv = np.zeros((1, ntrack))
         self._touch = np.zeros((1, ntrack), bool)
         self._touch_container = np.zeros((1, ntrack), bool)
@@ -250,19 +257,11 @@ class ArtifactDetector:
             raise ValueError("skip with a candidate open: its event needs these substeps")
         if n <= 0:
             return
-        ntrack = len(self.tracked)
-        pose, vel = np.asarray(pose, float).reshape(ntrack, 7), np.asarray(vel, float).reshape(ntrack, 6)
         self.substeps += n
-        self._h0 = self.substeps - 1
-        self._pos, self._quat, self._vel = pose[None, :, :3].copy(), pose[None, :, 3:].copy(), vel[None, :, :3].copy()
-        self._speed = np.linalg.norm(self._vel, axis=2)
-        self._fastest = np.fmax(np.asarray(fastest, float).reshape(1, ntrack), self._speed)
+        self._history_from(pose, vel, fastest)
         np.fmax(self.peak_speed, self._fastest[0], out=self.peak_speed)
-        self._dv = np.zeros((1, ntrack))
-        self._touch = np.zeros((1, ntrack), bool)
-        self._touch_container = np.zeros((1, ntrack), bool)
         self._pairs = self._pairs.since(self.substeps)
-        self._last_touch = np.full(ntrack, _NEVER, dtype=np.int64)
+        self._last_touch = np.full(len(self.tracked), _NEVER, dtype=np.int64)
 
     def candidate_speeds(self) -> np.ndarray:
         """Per tracked body, a speed that no substep after those fed can open a candidate at or
